@@ -1,0 +1,96 @@
+/**
+ * Runtime configuration, read once from the environment (per cold start on Lambda).
+ * @module
+ */
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/** Where and how lance-fanout reaches S3. Empty fields fall back to the SDK defaults. */
+export interface S3Config {
+  /** Custom endpoint, e.g. the local S3 `http://127.0.0.1:4569`. @default AWS */
+  readonly endpoint?: string;
+  /** @default "us-east-1" */
+  readonly region: string;
+  readonly accessKeyId?: string;
+  readonly secretAccessKey?: string;
+  readonly sessionToken?: string;
+}
+
+export interface FanoutConfig {
+  /** Upper bound on segment-search tasks when a request sets no `maxTasks`. @default 16 */
+  readonly maxTasks: number;
+  /** Directory for segment views of local datasets. @default `<tmpdir>/lance-fanout-views` */
+  readonly localViewRoot: string;
+  /** `s3://bucket/prefix` for segment views of S3 datasets; required to search S3 datasets. */
+  readonly s3ViewRoot?: string;
+  /** Dataset prefixes that may be searched (`s3://bucket/prefix/` or local directories). @default all */
+  readonly allowedDatasets?: readonly string[];
+  /** Whether local paths may be searched (true in embedded mode, false on Lambda). */
+  readonly allowLocal: boolean;
+  /** Deadline of a query when the request sets no `timeoutMs`. @default 25000 */
+  readonly timeoutMs: number;
+  /** Open segment views kept per process. @default 64 */
+  readonly viewCacheSize: number;
+  readonly s3: S3Config;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads the configuration from environment variables (all optional):
+ * `LANCE_FANOUT_MAX_TASKS`, `LANCE_FANOUT_VIEW_ROOT`, `LANCE_FANOUT_S3_VIEW_ROOT`,
+ * `LANCE_FANOUT_ALLOWED_DATASETS` (comma-separated), `LANCE_FANOUT_ALLOW_LOCAL`,
+ * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, and for S3 `AWS_ENDPOINT_URL_S3`
+ * (or `AWS_ENDPOINT_URL`), `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+ * `AWS_SESSION_TOKEN`.
+ */
+export function loadConfig(env: Env = process.env): FanoutConfig {
+  const onLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+  return {
+    maxTasks: intVar(env, "LANCE_FANOUT_MAX_TASKS", 16),
+    localViewRoot: text(env.LANCE_FANOUT_VIEW_ROOT) ?? join(tmpdir(), "lance-fanout-views"),
+    s3ViewRoot: text(env.LANCE_FANOUT_S3_VIEW_ROOT)?.replace(/\/+$/, ""),
+    allowedDatasets: list(env.LANCE_FANOUT_ALLOWED_DATASETS),
+    allowLocal: boolVar(env, "LANCE_FANOUT_ALLOW_LOCAL", !onLambda),
+    timeoutMs: intVar(env, "LANCE_FANOUT_TIMEOUT_MS", 25_000),
+    viewCacheSize: intVar(env, "LANCE_FANOUT_VIEW_CACHE_SIZE", 64),
+    s3: {
+      endpoint: text(env.AWS_ENDPOINT_URL_S3) ?? text(env.AWS_ENDPOINT_URL),
+      region: text(env.AWS_REGION) ?? text(env.AWS_DEFAULT_REGION) ?? "us-east-1",
+      accessKeyId: text(env.AWS_ACCESS_KEY_ID),
+      secretAccessKey: text(env.AWS_SECRET_ACCESS_KEY),
+      sessionToken: text(env.AWS_SESSION_TOKEN),
+    },
+  };
+}
+
+function text(value: string | undefined): string | undefined {
+  const trimmed = value?.trim();
+  return trimmed ? trimmed : undefined;
+}
+
+function list(value: string | undefined): string[] | undefined {
+  const items = value
+    ?.split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+  return items?.length ? items : undefined;
+}
+
+function intVar(env: Env, name: string, fallback: number): number {
+  const raw = text(env[name]);
+  if (raw === undefined) return fallback;
+  const value = Number(raw);
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new TypeError(`Environment variable ${name} must be a positive integer, got "${raw}"`);
+  }
+  return value;
+}
+
+function boolVar(env: Env, name: string, fallback: boolean): boolean {
+  const raw = text(env[name])?.toLowerCase();
+  if (raw === undefined) return fallback;
+  if (raw === "true" || raw === "1") return true;
+  if (raw === "false" || raw === "0") return false;
+  throw new TypeError(`Environment variable ${name} must be true or false, got "${raw}"`);
+}

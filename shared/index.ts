@@ -1,0 +1,17 @@
+/**
+ * lance-fanout: serverless fan-out vector search over a Lance dataset.
+ * @module
+ */
+export { type FanoutConfig, loadConfig } from "./config.js";
+export { type ErrorBody, type ErrorCode, ERROR_STATUS, FanoutError } from "./errors.js";
+export { type Invoker, inProcessInvoker } from "./invoker.js";
+export { type SearchRequest, searchRequestSchema } from "./request.js";
+export { createRuntime, type Runtime } from "./runtime.js";
+export {
+  type PlanResponse,
+  planSearch,
+  type SearchOptions,
+  type SearchResponse,
+  vectorSearch,
+} from "./search.js";
+export type { ResultRow } from "./tasks.js";

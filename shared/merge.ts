@@ -1,0 +1,91 @@
+/**
+ * The merge: global top-k per query over every task's candidates, ordered by
+ * (distance, row id) as Lance orders its own results, then the `select` columns of the winners
+ * fetched from the pinned version (late materialisation).
+ * @module
+ */
+import type { QueryCandidates } from "./codec.js";
+import { FanoutError } from "./errors.js";
+import type { Table } from "./tables.js";
+import type { ResultRow } from "./tasks.js";
+
+export interface Hit {
+  readonly queryId: number;
+  readonly distance: number;
+  readonly rowId: bigint;
+}
+
+/** `tasks[t][q]` holds task t's candidates for query q. Returns hits sorted by query, distance, row id. */
+export function mergeCandidates(
+  tasks: readonly (readonly QueryCandidates[])[],
+  k: number,
+  queryCount: number,
+): Hit[] {
+  const hits: Hit[] = [];
+  for (let queryId = 0; queryId < queryCount; queryId++) {
+    const pool: Hit[] = [];
+    for (const task of tasks) {
+      const list = task[queryId];
+      if (!list) throw new TypeError(`A task returned no candidate list for query ${queryId}`);
+      list.rowIds.forEach((rowId, i) => {
+        pool.push({ queryId, distance: list.distances[i] ?? Number.NaN, rowId });
+      });
+    }
+    hits.push(...pool.sort(compareHits).slice(0, k));
+  }
+  return hits;
+}
+
+export function compareHits(a: Hit, b: Hit): number {
+  return a.distance - b.distance || (a.rowId < b.rowId ? -1 : a.rowId > b.rowId ? 1 : 0);
+}
+
+/** Result rows for the hits, with the `select` columns read from `table` (the pinned version). */
+export async function materialize(
+  hits: readonly Hit[],
+  select: readonly string[] | undefined,
+  table: Table | undefined,
+): Promise<ResultRow[]> {
+  const base = hits.map((h) => ({
+    _query_id: h.queryId,
+    _distance: h.distance,
+    _rowid: h.rowId.toString(),
+  }));
+  if (!select?.length || !table || hits.length === 0) return base;
+  const ids = [...new Set(hits.map((h) => h.rowId))];
+  const rows = await table
+    .takeRowIds(ids)
+    .withRowId()
+    .select([...select])
+    .toArray();
+  // takeRowIds answers in its own order: key the rows by row id.
+  const byId = new Map(rows.map((row) => [BigInt(row._rowid), row as Record<string, unknown>]));
+  return base.map((row, i) => {
+    const values = byId.get(hits[i]?.rowId ?? -1n);
+    if (!values) throw new FanoutError("INTERNAL", `row ${row._rowid} vanished from the pinned version`);
+    return Object.fromEntries([
+      ...Object.entries(row),
+      ...select.map((col) => [col, toJsonValue(values?.[col])]),
+    ]) as ResultRow;
+  });
+}
+
+/** Arrow values as JSON-safe values: 64-bit integers as decimal strings, vectors as arrays. */
+export function toJsonValue(value: unknown): unknown {
+  if (typeof value === "bigint") return value.toString();
+  if (value === null || value === undefined) return null;
+  if (value instanceof Date) return value.toISOString();
+  if (ArrayBuffer.isView(value) && !(value instanceof DataView)) {
+    return Array.from(value as unknown as ArrayLike<number | bigint>, toJsonValue);
+  }
+  if (typeof value === "object") {
+    const iterable = value as { toArray?: () => unknown; toJSON?: () => unknown };
+    if (typeof iterable.toArray === "function") return toJsonValue(iterable.toArray());
+    if (Array.isArray(value)) return value.map(toJsonValue);
+    const plain = typeof iterable.toJSON === "function" ? iterable.toJSON() : value;
+    return Object.fromEntries(
+      Object.entries(plain as Record<string, unknown>).map(([k, v]) => [k, toJsonValue(v)]),
+    );
+  }
+  return value;
+}

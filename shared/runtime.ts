@@ -1,0 +1,38 @@
+/**
+ * Per-process state shared by every query: configuration, object reader, open tables and views.
+ * On Lambda it lives as long as the execution environment, so warm invocations reuse it.
+ * @module
+ */
+import { type FanoutConfig, loadConfig } from "./config.js";
+import { type DatasetLocation, resolveDataset } from "./dataset.js";
+import { createObjectReader, type ObjectReader } from "./objects.js";
+import { TableCache } from "./tables.js";
+import { ViewCache } from "./views.js";
+
+export interface Runtime {
+  readonly config: FanoutConfig;
+  readonly objects: ObjectReader;
+  readonly tables: TableCache;
+  readonly views: ViewCache;
+  /** Parses and authorises a dataset URI against this runtime's configuration. */
+  resolveDataset(dataset: string): DatasetLocation;
+}
+
+export function createRuntime(config: FanoutConfig = loadConfig()): Runtime {
+  const objects = createObjectReader(config.s3);
+  return {
+    config,
+    objects,
+    tables: new TableCache(config.s3),
+    views: new ViewCache(config, objects),
+    resolveDataset: (dataset) => resolveDataset(dataset, config),
+  };
+}
+
+let processRuntime: Runtime | undefined;
+
+/** The runtime of this process, configured from the environment on first use. */
+export function defaultRuntime(): Runtime {
+  processRuntime ??= createRuntime();
+  return processRuntime;
+}

@@ -1,0 +1,65 @@
+/**
+ * One segment-search task: a single lancedb query over the group's view carrying every query
+ * vector, with the filter applied before nearest-neighbour selection (Lance's prefilter).
+ * @module
+ */
+import type { Table as ArrowTable } from "apache-arrow";
+import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.js";
+import { FanoutError } from "./errors.js";
+import { compareHits } from "./merge.js";
+import type { Runtime } from "./runtime.js";
+import type { SegmentTask, TaskCandidates } from "./tasks.js";
+
+export async function searchSegments(task: SegmentTask, runtime: Runtime): Promise<TaskCandidates> {
+  const dataset = runtime.resolveDataset(task.dataset);
+  const view = await runtime.views.open({
+    dataset,
+    version: task.version,
+    indexName: task.indexName,
+    segments: task.segments,
+    fragments: task.fragments,
+  });
+  const queries = decodeVectors(task.queries);
+  const [first, ...rest] = queries;
+  if (!first) throw new FanoutError("INVALID_REQUEST", "a task needs at least one query vector");
+  let query = view.table
+    .vectorSearch(first)
+    .column(task.column)
+    .distanceType(task.metric)
+    .limit(task.k)
+    .withRowId()
+    .select(["_distance"]);
+  for (const vector of rest) query = query.addQueryVector(vector);
+  if (task.filter !== undefined) query = query.where(task.filter);
+  if (task.nprobes !== undefined) query = query.nprobes(task.nprobes);
+  if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
+  const batch = await query.toArrow();
+  return {
+    group: task.group,
+    searchedSegments: view.searchedSegments,
+    candidates: encodeCandidates(splitByQuery(batch, queries.length, task.k)),
+  };
+}
+
+/** Splits Lance's answer into per-query lists sorted by (distance, row id), k at most each. */
+function splitByQuery(batch: ArrowTable, queryCount: number, k: number): QueryCandidates[] {
+  const queryIndex = batch.getChild("query_index");
+  const rowIds = batch.getChild("_rowid");
+  const distances = batch.getChild("_distance");
+  if (!rowIds || !distances) throw new Error("lancedb returned no _rowid or _distance column");
+  const lists = Array.from({ length: queryCount }, () => [] as { rowId: bigint; distance: number }[]);
+  for (let i = 0; i < batch.numRows; i++) {
+    const q = queryIndex ? Number(queryIndex.get(i)) : 0;
+    lists[q]?.push({ rowId: BigInt(rowIds.get(i)), distance: Number(distances.get(i)) });
+  }
+  return lists.map((list) => {
+    const top = list
+      .map((c) => ({ queryId: 0, ...c }))
+      .sort(compareHits)
+      .slice(0, k);
+    return {
+      rowIds: BigUint64Array.from(top, (c) => c.rowId),
+      distances: Float32Array.from(top, (c) => c.distance),
+    };
+  });
+}

@@ -1,0 +1,116 @@
+/**
+ * Opens Lance tables through lancedb, read-only, with per-process caches: one handle per dataset
+ * that follows the latest version, and one handle per pinned (dataset, version).
+ * @module
+ */
+import * as lancedb from "@lancedb/lancedb";
+import { LRUCache } from "lru-cache";
+import type { S3Config } from "./config.js";
+import { type DatasetLocation, storageOptions } from "./dataset.js";
+import { FanoutError } from "./errors.js";
+
+export type Table = lancedb.Table;
+export type Connection = lancedb.Connection;
+
+/**
+ * Connects to a lancedb database directory without the namespace catalogue: lancedb 0.31 would
+ * otherwise create `__manifest/` next to the dataset, a write into a prefix we only read.
+ */
+export function connectDatabase(
+  dbUri: string,
+  kind: "s3" | "local",
+  s3: S3Config,
+  readConsistencyInterval?: number,
+): Promise<Connection> {
+  return lancedb.connect(dbUri, {
+    storageOptions: storageOptions({ kind }, s3),
+    manifestEnabled: false,
+    namespaceClientProperties: { manifest_enabled: "false", dir_listing_enabled: "true" },
+    ...(readConsistencyInterval === undefined ? {} : { readConsistencyInterval }),
+  });
+}
+
+export class TableCache {
+  readonly #s3: S3Config;
+  readonly #connections = new Map<string, Promise<Connection>>();
+  readonly #pinned: LRUCache<string, Promise<Table>>;
+
+  constructor(s3: S3Config, maxPinned = 32) {
+    this.#s3 = s3;
+    this.#pinned = new LRUCache({
+      max: maxPinned,
+      dispose: (table) => void table.then((t) => t.close()).catch(() => {}),
+    });
+  }
+
+  /** The dataset's current version, read from storage now (no cached notion of "latest"). */
+  async latestVersion(location: DatasetLocation): Promise<number> {
+    const table = await this.#open(location);
+    try {
+      return await table.version();
+    } finally {
+      table.close();
+    }
+  }
+
+  /**
+   * A read-only handle pinned to `version`, shared by all queries of this process.
+   * @throws FanoutError `DATASET_NOT_FOUND` or `VERSION_NOT_FOUND`.
+   */
+  at(location: DatasetLocation, version: number): Promise<Table> {
+    const key = `${location.uri}@${version}`;
+    let table = this.#pinned.get(key);
+    if (!table) {
+      table = this.#openAt(location, version);
+      table.catch(() => this.#pinned.delete(key));
+      this.#pinned.set(key, table);
+    }
+    return table;
+  }
+
+  async #openAt(location: DatasetLocation, version: number): Promise<Table> {
+    const table = await this.#open(location);
+    try {
+      await table.checkout(version);
+      return table;
+    } catch (err) {
+      table.close();
+      if (isNotFound(err)) {
+        throw new FanoutError("VERSION_NOT_FOUND", `version ${version} of ${location.uri} not found`, {
+          cause: err,
+        });
+      }
+      throw err;
+    }
+  }
+
+  async #open(location: DatasetLocation): Promise<Table> {
+    const connection = await this.#connection(location);
+    try {
+      return await connection.openTable(location.tableName);
+    } catch (err) {
+      if (isNotFound(err)) {
+        throw new FanoutError("DATASET_NOT_FOUND", `dataset ${location.uri} not found`, {
+          cause: err,
+        });
+      }
+      throw err;
+    }
+  }
+
+  #connection(location: DatasetLocation): Promise<Connection> {
+    let connection = this.#connections.get(location.dbUri);
+    if (!connection) {
+      // Strong consistency: every open sees the newest committed version.
+      connection = connectDatabase(location.dbUri, location.kind, this.#s3, 0);
+      connection.catch(() => this.#connections.delete(location.dbUri));
+      this.#connections.set(location.dbUri, connection);
+    }
+    return connection;
+  }
+}
+
+export function isNotFound(err: unknown): boolean {
+  const message = err instanceof Error ? err.message : String(err);
+  return /not found|NoSuchBucket|NoSuchKey|does not exist/i.test(message);
+}

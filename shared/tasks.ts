@@ -1,0 +1,75 @@
+/**
+ * The payloads that cross function boundaries: planner -> segment-search (a task), segment-search
+ * -> planner (candidates), planner -> merge. One zod schema each gives validation and types.
+ * @module
+ */
+import { z } from "zod";
+import { DISTANCE_TYPES, LIMITS } from "./request.js";
+
+const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, "must be base64");
+const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+const count = z.number().int().min(0);
+
+export const encodedVectorsSchema = z.strictObject({
+  dimension: z.number().int().min(1).max(LIMITS.maxDimension),
+  count: z.number().int().min(1).max(LIMITS.maxQueries),
+  data: base64,
+});
+
+export const encodedCandidatesSchema = z.strictObject({
+  counts: z.array(count),
+  rowIds: base64,
+  distances: base64,
+});
+
+/** One segment-search task: search one group's segments of a pinned version. */
+export const segmentTaskSchema = z.strictObject({
+  requestId: z.string().max(256),
+  dataset: z.string().min(1),
+  version: z.number().int().min(1),
+  column: z.string().min(1),
+  indexName: z.string().min(1),
+  metric: z.enum(DISTANCE_TYPES),
+  group: count,
+  segments: z.array(uuid).min(1),
+  fragments: z.array(count).min(1),
+  queries: encodedVectorsSchema,
+  k: z.number().int().min(1).max(LIMITS.maxK),
+  filter: z.string().min(1).optional(),
+  nprobes: z.number().int().min(1).max(LIMITS.maxNprobes).optional(),
+  refineFactor: z.number().int().min(1).max(LIMITS.maxRefineFactor).optional(),
+});
+export type SegmentTask = z.infer<typeof segmentTaskSchema>;
+
+/** What a task returns: at most k candidates per query, each list sorted by (distance, row id). */
+export const taskCandidatesSchema = z.strictObject({
+  group: count,
+  /** Index segments of the view the task searched, as Lance reports them. */
+  searchedSegments: count,
+  candidates: encodedCandidatesSchema,
+});
+export type TaskCandidates = z.infer<typeof taskCandidatesSchema>;
+
+/** The merge step: global top-k per query, then the `select` columns of the winners. */
+export const mergeInputSchema = z.strictObject({
+  requestId: z.string().max(256),
+  dataset: z.string().min(1),
+  version: z.number().int().min(1),
+  k: z.number().int().min(1).max(LIMITS.maxK),
+  queryCount: z.number().int().min(1).max(LIMITS.maxQueries),
+  select: z.array(z.string().min(1)).optional(),
+  candidates: z.array(encodedCandidatesSchema),
+});
+export type MergeInput = z.infer<typeof mergeInputSchema>;
+
+/** One result row: `_rowid` is a decimal string because a u64 does not fit a JSON number. */
+export interface ResultRow {
+  readonly _query_id: number;
+  readonly _distance: number;
+  readonly _rowid: string;
+  readonly [column: string]: unknown;
+}
+
+export interface MergeOutput {
+  readonly results: readonly ResultRow[];
+}

@@ -1,0 +1,193 @@
+/**
+ * Segment views: the one place that restricts a Lance search to some index segments.
+ *
+ * The Node SDK cannot pass `index_segments` to a search, so a view is a shallow clone of the
+ * pinned version (a new manifest pointing at the source's files) from which every fragment
+ * outside the group is deleted; Lance then keeps only the index segments that still cover a
+ * live fragment. Views are named from what they contain, created once, verified before use and
+ * cached open. The source dataset is never written. Replace this module with `index_segments`
+ * once the Node SDK exposes it.
+ * @module
+ */
+import { createHash } from "node:crypto";
+import { LRUCache } from "lru-cache";
+import type { FanoutConfig } from "./config.js";
+import type { DatasetLocation } from "./dataset.js";
+import { FanoutError } from "./errors.js";
+import { readManifest } from "./manifest-store.js";
+import type { ObjectReader } from "./objects.js";
+import { type Connection, connectDatabase, type Table } from "./tables.js";
+
+export interface ViewSpec {
+  readonly dataset: DatasetLocation;
+  readonly version: number;
+  readonly indexName: string;
+  /** Segment uuids of the group, sorted. */
+  readonly segments: readonly string[];
+  /** Live fragments of the group, sorted. */
+  readonly fragments: readonly number[];
+}
+
+export interface OpenView {
+  readonly name: string;
+  readonly table: Table;
+  /** Index segments Lance sees in the view (must equal the group's). */
+  readonly searchedSegments: number;
+}
+
+/** Deterministic view name: the same group of the same version always maps to one view. */
+export function viewName(spec: ViewSpec): string {
+  const key = [
+    spec.dataset.uri,
+    spec.version,
+    spec.indexName,
+    spec.segments.join(","),
+    spec.fragments.join(","),
+  ].join("\n");
+  return `view-${createHash("sha256").update(key).digest("hex").slice(0, 32)}`;
+}
+
+/**
+ * A `_rowaddr` predicate matching every fragment of `live` not in `keep`. Row addresses are
+ * `fragment_id << 32 | offset`; consecutive dropped fragments share one range.
+ */
+export function dropPredicate(live: readonly number[], keep: ReadonlySet<number>): string {
+  const ranges: [number, number][] = [];
+  for (const id of [...live].sort((a, b) => a - b)) {
+    if (keep.has(id)) continue;
+    const last = ranges.at(-1);
+    const previousLive = live.filter((f) => f < id).at(-1);
+    if (last && previousLive === last[1] && !keep.has(previousLive)) last[1] = id;
+    else ranges.push([id, id]);
+  }
+  return ranges
+    .map(([from, to]) => {
+      const start = BigInt(from) << 32n;
+      const end = (BigInt(to) + 1n) << 32n;
+      return `(_rowaddr >= ${start} AND _rowaddr < ${end})`;
+    })
+    .join(" OR ");
+}
+
+export class ViewCache {
+  readonly #config: FanoutConfig;
+  readonly #objects: ObjectReader;
+  readonly #connections = new Map<string, Promise<Connection>>();
+  readonly #views: LRUCache<string, Promise<OpenView>>;
+  #hits = 0;
+
+  constructor(config: FanoutConfig, objects: ObjectReader) {
+    this.#config = config;
+    this.#objects = objects;
+    this.#views = new LRUCache({
+      max: config.viewCacheSize,
+      dispose: (view) => void view.then((v) => v.table.close()).catch(() => {}),
+    });
+  }
+
+  /** Views served from this process's cache so far. */
+  get hits(): number {
+    return this.#hits;
+  }
+
+  /** Opens (creating or completing it if needed) and verifies the view of one group. */
+  open(spec: ViewSpec): Promise<OpenView> {
+    const name = viewName(spec);
+    const cached = this.#views.get(name);
+    if (cached) {
+      this.#hits++;
+      return cached;
+    }
+    const view = this.#ensure(name, spec);
+    view.catch(() => this.#views.delete(name));
+    this.#views.set(name, view);
+    return view;
+  }
+
+  async #ensure(name: string, spec: ViewSpec): Promise<OpenView> {
+    const root = this.#root(spec.dataset);
+    const connection = await this.#connection(root, spec.dataset.kind);
+    let table = await openIfExists(connection, name);
+    if (!table) {
+      try {
+        table = await connection.cloneTable(name, spec.dataset.uri, {
+          sourceVersion: spec.version,
+          isShallow: true,
+        });
+      } catch (err) {
+        // Another process created it first, or (S3) lancedb re-opened the clone without its
+        // storage options: the clone is there, open it as usual.
+        table = await openIfExists(connection, name);
+        if (!table) throw err;
+      }
+    }
+    await this.#restrict(table, `${root}/${name}.lance`, spec);
+    const searchedSegments =
+      (await table.listIndices()).find((i) => i.name === spec.indexName)?.numSegments ?? 0;
+    if (searchedSegments !== spec.segments.length) {
+      throw new FanoutError(
+        "INTERNAL",
+        `view ${name} holds ${searchedSegments} index segments, expected ${spec.segments.length}`,
+      );
+    }
+    return { name, table, searchedSegments };
+  }
+
+  /** Deletes the fragments outside the group (a no-op for a finished view), then verifies. */
+  async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<void> {
+    const keep = new Set(spec.fragments);
+    for (let attempt = 0; ; attempt++) {
+      const manifest = await readManifest(this.#objects, uri, await table.version());
+      const live = manifest.fragments.map((f) => f.id);
+      const missing = spec.fragments.filter((id) => !live.includes(id));
+      if (missing.length > 0) {
+        throw new FanoutError("INTERNAL", `view ${uri} lacks fragments ${missing.join(", ")}`);
+      }
+      const effective = manifest.segments
+        .filter((s) => s.name === spec.indexName && s.fragmentIds?.some((id) => keep.has(id)))
+        .map((s) => s.uuid)
+        .sort();
+      if (effective.join() !== spec.segments.join()) {
+        throw new FanoutError("INTERNAL", `view ${uri} covers segments ${effective.join(", ")}`);
+      }
+      if (live.length === keep.size) return;
+      if (attempt > 0) await table.checkoutLatest();
+      try {
+        await table.delete(dropPredicate(live, keep));
+      } catch (err) {
+        // A concurrent creator may have committed the same delete: re-read and check again.
+        if (attempt >= 2) throw err;
+      }
+    }
+  }
+
+  #root(dataset: DatasetLocation): string {
+    if (dataset.kind === "local") return this.#config.localViewRoot;
+    if (!this.#config.s3ViewRoot) {
+      throw new FanoutError(
+        "INTERNAL",
+        "LANCE_FANOUT_S3_VIEW_ROOT is not set: S3 datasets need a writable view prefix",
+      );
+    }
+    return this.#config.s3ViewRoot;
+  }
+
+  #connection(root: string, kind: "s3" | "local"): Promise<Connection> {
+    let connection = this.#connections.get(root);
+    if (!connection) {
+      connection = connectDatabase(root, kind, this.#config.s3);
+      connection.catch(() => this.#connections.delete(root));
+      this.#connections.set(root, connection);
+    }
+    return connection;
+  }
+}
+
+async function openIfExists(connection: Connection, name: string): Promise<Table | undefined> {
+  try {
+    return await connection.openTable(name);
+  } catch (err) {
+    if (/not found|does not exist/i.test(String(err))) return undefined;
+    throw err;
+  }
+}
