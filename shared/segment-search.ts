@@ -43,6 +43,12 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
 
 /** Splits Lance's answer into per-query lists sorted by (distance, row id), k at most each. */
 function splitByQuery(batch: ArrowTable, queryCount: number, k: number): QueryCandidates[] {
+  if (batch.numRows === 0) {
+    return Array.from({ length: queryCount }, () => ({
+      rowIds: new BigUint64Array(0),
+      distances: new Float32Array(0),
+    }));
+  }
   const queryIndex = batch.getChild("query_index");
   const rowIds = batch.getChild("_rowid");
   const distances = batch.getChild("_distance");

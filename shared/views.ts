@@ -53,12 +53,13 @@ export function viewName(spec: ViewSpec): string {
  */
 export function dropPredicate(live: readonly number[], keep: ReadonlySet<number>): string {
   const ranges: [number, number][] = [];
+  let previousDropped = false;
   for (const id of [...live].sort((a, b) => a - b)) {
-    if (keep.has(id)) continue;
+    const drop = !keep.has(id);
     const last = ranges.at(-1);
-    const previousLive = live.filter((f) => f < id).at(-1);
-    if (last && previousLive === last[1] && !keep.has(previousLive)) last[1] = id;
-    else ranges.push([id, id]);
+    if (drop && previousDropped && last) last[1] = id;
+    else if (drop) ranges.push([id, id]);
+    previousDropped = drop;
   }
   return ranges
     .map(([from, to]) => {
@@ -150,10 +151,15 @@ export class ViewCache {
       if (effective.join() !== spec.segments.join()) {
         throw new FanoutError("INTERNAL", `view ${uri} covers segments ${effective.join(", ")}`);
       }
-      if (live.length === keep.size) return;
+      // Lance searches the first vector index on a column: keep only the chosen one.
+      const others = new Set(
+        manifest.segments.filter((s) => s.metric !== null && s.name !== spec.indexName).map((s) => s.name),
+      );
+      if (live.length === keep.size && others.size === 0) return;
       if (attempt > 0) await table.checkoutLatest();
       try {
-        await table.delete(dropPredicate(live, keep));
+        if (live.length > keep.size) await table.delete(dropPredicate(live, keep));
+        for (const name of others) await table.dropIndex(name);
       } catch (err) {
         // A concurrent creator may have committed the same delete: re-read and check again.
         if (attempt >= 2) throw err;

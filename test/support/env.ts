@@ -3,4 +3,5 @@ process.env.AWS_EC2_METADATA_DISABLED = "true";
 process.env.AWS_ACCESS_KEY_ID ??= "S3RVER";
 process.env.AWS_SECRET_ACCESS_KEY ??= "S3RVER";
 process.env.AWS_REGION ??= "us-east-1";
-process.env.LANCE_LOG ??= "error";
+process.env.LANCEDB_LOG ??= "error";
+process.env.LANCE_FANOUT_LOG ??= "off";

@@ -38,8 +38,9 @@ export interface DatasetOptions {
   readonly numPartitions?: number;
   /** Rows appended after the last optimize(): an unindexed fragment. */
   readonly unindexedRows?: number;
-  /** Vector for every row (ties) instead of random ones. */
-  readonly constantVector?: number[];
+  /** Every `tiedEvery`-th row gets `tiedVector` (ties across segments); the rest are random. */
+  readonly tiedVector?: number[];
+  readonly tiedEvery?: number;
   /** Rename the vector column after indexing (lancedb cannot index a mixed-case name). */
   readonly vectorColumn?: string;
 }
@@ -63,7 +64,10 @@ export async function makeDataset(options: DatasetOptions = {}): Promise<Dataset
         id: id,
         category: id % 10,
         "Cat Name": `c${id % 3}`,
-        vector: options.constantVector ?? Array.from({ length: DIMENSION }, () => next()),
+        vector:
+          options.tiedVector && id % (options.tiedEvery ?? 1) === 0
+            ? options.tiedVector
+            : Array.from({ length: DIMENSION }, () => next()),
       };
       id++;
       return row;

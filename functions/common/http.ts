@@ -1,0 +1,52 @@
+/**
+ * API Gateway HTTP API (payload format 2.0) events in and responses out. Declares the few event
+ * fields it reads instead of depending on `aws-lambda` types.
+ * @module
+ */
+import { FanoutError, toFanoutError } from "../../shared/errors.js";
+import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
+
+export interface HttpEvent {
+  readonly version: "2.0";
+  readonly body?: string;
+  readonly isBase64Encoded?: boolean;
+  readonly headers?: Readonly<Record<string, string | undefined>>;
+  readonly requestContext: { readonly http: { readonly method: string; readonly path: string } };
+}
+
+export interface HttpResponse {
+  readonly statusCode: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+export function isHttpEvent(event: unknown): event is HttpEvent {
+  return (
+    typeof event === "object" &&
+    event !== null &&
+    (event as { version?: unknown }).version === "2.0" &&
+    typeof (event as { requestContext?: { http?: unknown } }).requestContext?.http === "object"
+  );
+}
+
+/** The JSON body of an HTTP event. @throws FanoutError 413 or 400. */
+export function parseHttpBody(event: HttpEvent): unknown {
+  const raw = Buffer.from(event.body ?? "", event.isBase64Encoded ? "base64" : "utf8");
+  if (raw.length > MAX_PAYLOAD_BYTES) {
+    throw new FanoutError("PAYLOAD_TOO_LARGE", `the request body is over ${MAX_PAYLOAD_BYTES} bytes`);
+  }
+  try {
+    return JSON.parse(raw.toString("utf8"));
+  } catch {
+    throw new FanoutError("INVALID_REQUEST", "the request body is not valid JSON");
+  }
+}
+
+export function jsonResponse(statusCode: number, body: unknown): HttpResponse {
+  return { statusCode, headers: { "content-type": "application/json" }, body: JSON.stringify(body) };
+}
+
+export function errorResponse(err: unknown): HttpResponse {
+  const error = toFanoutError(err);
+  return jsonResponse(error.status, error.toBody());
+}

@@ -1,0 +1,48 @@
+/**
+ * The planner function: HTTP (API Gateway payload 2.0) or direct invoke. Plans the search,
+ * invokes one segment-search per group and the merge, and answers the result or an error body.
+ */
+import { randomUUID } from "node:crypto";
+import { toFanoutError } from "../../shared/errors.js";
+import type { Invoker } from "../../shared/invoker.js";
+import { defaultRuntime } from "../../shared/runtime.js";
+import { type SearchResponse, vectorSearch } from "../../shared/search.js";
+import { errorResponse, isHttpEvent, jsonResponse, parseHttpBody } from "../common/http.js";
+import { lambdaInvokerFromEnv } from "../common/lambda-invoker.js";
+import { logEvent } from "../common/log.js";
+
+let invoker: Invoker | undefined;
+
+async function search(request: unknown, requestId: string): Promise<SearchResponse> {
+  invoker ??= lambdaInvokerFromEnv();
+  const started = performance.now();
+  try {
+    const response = await vectorSearch(request as never, {
+      invoker,
+      requestId,
+      runtime: defaultRuntime(),
+    });
+    logEvent({ requestId, fn: "planner", tasks: response.plan.tasks, ms: performance.now() - started });
+    return response;
+  } catch (err) {
+    const error = toFanoutError(err);
+    logEvent({ requestId, fn: "planner", error: error.code, message: error.message });
+    throw error;
+  }
+}
+
+export async function handler(event: unknown, context?: { awsRequestId?: string }) {
+  const requestId = context?.awsRequestId ?? randomUUID();
+  if (isHttpEvent(event)) {
+    try {
+      return jsonResponse(200, await search(parseHttpBody(event), requestId));
+    } catch (err) {
+      return errorResponse(err);
+    }
+  }
+  try {
+    return await search(event, requestId);
+  } catch (err) {
+    return toFanoutError(err).toBody();
+  }
+}
