@@ -24,7 +24,11 @@ export type ErrorCode = keyof typeof ERROR_STATUS;
 
 /** The JSON body of every error response. */
 export interface ErrorBody {
-  readonly error: { readonly code: ErrorCode; readonly message: string; readonly details?: unknown };
+  readonly error: {
+    readonly code: ErrorCode;
+    readonly message: string;
+    readonly details?: unknown;
+  };
 }
 
 /** A failure with a stable code; `details` carries machine-readable context (e.g. fragments). */

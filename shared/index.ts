@@ -3,7 +3,7 @@
  * @module
  */
 export { type FanoutConfig, loadConfig } from "./config.js";
-export { type ErrorBody, type ErrorCode, ERROR_STATUS, FanoutError } from "./errors.js";
+export { ERROR_STATUS, type ErrorBody, type ErrorCode, FanoutError } from "./errors.js";
 export { type Invoker, inProcessInvoker } from "./invoker.js";
 export { type SearchRequest, searchRequestSchema } from "./request.js";
 export { createRuntime, type Runtime } from "./runtime.js";

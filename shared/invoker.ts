@@ -4,7 +4,7 @@
  * @module
  */
 import { decodeCandidates } from "./codec.js";
-import { mergeCandidates, materialize } from "./merge.js";
+import { materialize, mergeCandidates } from "./merge.js";
 import type { Runtime } from "./runtime.js";
 import { searchSegments } from "./segment-search.js";
 import type { MergeInput, MergeOutput, SegmentTask, TaskCandidates } from "./tasks.js";

@@ -62,7 +62,8 @@ export async function materialize(
   const byId = new Map(rows.map((row) => [BigInt(row._rowid), row as Record<string, unknown>]));
   return base.map((row, i) => {
     const values = byId.get(hits[i]?.rowId ?? -1n);
-    if (!values) throw new FanoutError("INTERNAL", `row ${row._rowid} vanished from the pinned version`);
+    if (!values)
+      throw new FanoutError("INTERNAL", `row ${row._rowid} vanished from the pinned version`);
     return Object.fromEntries([
       ...Object.entries(row),
       ...select.map((col) => [col, toJsonValue(values?.[col])]),

@@ -24,7 +24,12 @@ export interface SearchOptions {
 
 export interface PlanResponse {
   readonly version: number;
-  readonly index: { readonly name: string; readonly column: string; readonly metric: string; readonly segments: number };
+  readonly index: {
+    readonly name: string;
+    readonly column: string;
+    readonly metric: string;
+    readonly segments: number;
+  };
   readonly plan: {
     readonly tasks: number;
     readonly groups: readonly {
@@ -50,7 +55,10 @@ export interface SearchResponse extends PlanResponse {
  * @example
  * const { results } = await vectorSearch({ dataset: "s3://bucket/db/items.lance", query: [0.1, 0.2], k: 10 });
  */
-export function vectorSearch(request: SearchRequest, options: SearchOptions = {}): Promise<SearchResponse> {
+export function vectorSearch(
+  request: SearchRequest,
+  options: SearchOptions = {},
+): Promise<SearchResponse> {
   let valid: ValidSearchRequest;
   try {
     valid = parseSearchRequest(request);
@@ -59,11 +67,16 @@ export function vectorSearch(request: SearchRequest, options: SearchOptions = {}
   }
   const runtime = options.runtime ?? defaultRuntime();
   const timeoutMs = valid.timeoutMs ?? runtime.config.timeoutMs;
-  return withDeadline(execute(valid, runtime, options), timeoutMs);
+  return withDeadline(execute(valid, runtime, options), timeoutMs).catch((err: unknown) => {
+    throw toFanoutError(err);
+  });
 }
 
 /** Plans a search without running it: the version, the index and the groups. */
-export async function planSearch(request: SearchRequest, options: SearchOptions = {}): Promise<PlanResponse> {
+export async function planSearch(
+  request: SearchRequest,
+  options: SearchOptions = {},
+): Promise<PlanResponse> {
   const valid = parseSearchRequest(request);
   return describePlan(await plan(valid, options.runtime ?? defaultRuntime()));
 }
@@ -78,6 +91,7 @@ async function execute(
   const searchPlan = await plan(request, runtime);
   const tasks = tasksOf(searchPlan, request, requestId);
   for (const task of tasks) assertPayloadSize(task, "a segment-search task");
+  assertCandidatesFit(searchPlan, request);
   const settled = await Promise.allSettled(tasks.map((task) => invoker.searchSegments(task)));
   const candidates = collect(settled);
   const mergeInput: MergeInput = {
@@ -128,12 +142,37 @@ function describePlan(searchPlan: SearchPlan): PlanResponse {
   const { index, groups } = searchPlan;
   return {
     version: searchPlan.version,
-    index: { name: index.name, column: index.column, metric: index.metric, segments: index.segments.length },
+    index: {
+      name: index.name,
+      column: index.column,
+      metric: index.metric,
+      segments: index.segments.length,
+    },
     plan: {
       tasks: groups.length,
       groups: groups.map((g) => ({ segments: g.segments, rows: g.rows, cost: g.cost })),
     },
   };
+}
+
+/**
+ * Refuses, before any task runs, a search whose candidates could not travel in one invoke:
+ * each task returns up to min(k, its rows) candidates per query, 12 bytes each before base64.
+ */
+function assertCandidatesFit(searchPlan: SearchPlan, request: ValidSearchRequest): void {
+  const candidates = searchPlan.groups.map(
+    (g) => request.queries.length * Math.min(request.k, g.rows),
+  );
+  const bytes = (n: number) => Math.ceil((n * 12) / 3) * 4;
+  const largestTask = Math.max(0, ...candidates);
+  const total = candidates.reduce((sum, n) => sum + n, 0);
+  if (bytes(largestTask) > MAX_PAYLOAD_BYTES || bytes(total) > MAX_PAYLOAD_BYTES) {
+    throw new FanoutError(
+      "PAYLOAD_TOO_LARGE",
+      `up to ${total} candidates (queries x k x tasks) would not fit the merge input's ` +
+        `${MAX_PAYLOAD_BYTES}-byte Lambda payload limit; send fewer queries or a smaller k`,
+    );
+  }
 }
 
 function assertPayloadSize(payload: unknown, what: string): void {

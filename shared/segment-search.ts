@@ -53,7 +53,10 @@ function splitByQuery(batch: ArrowTable, queryCount: number, k: number): QueryCa
   const rowIds = batch.getChild("_rowid");
   const distances = batch.getChild("_distance");
   if (!rowIds || !distances) throw new Error("lancedb returned no _rowid or _distance column");
-  const lists = Array.from({ length: queryCount }, () => [] as { rowId: bigint; distance: number }[]);
+  const lists = Array.from(
+    { length: queryCount },
+    () => [] as { rowId: bigint; distance: number }[],
+  );
   for (let i = 0; i < batch.numRows; i++) {
     const q = queryIndex ? Number(queryIndex.get(i)) : 0;
     lists[q]?.push({ rowId: BigInt(rowIds.get(i)), distance: Number(distances.get(i)) });

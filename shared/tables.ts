@@ -76,9 +76,13 @@ export class TableCache {
     } catch (err) {
       table.close();
       if (isNotFound(err)) {
-        throw new FanoutError("VERSION_NOT_FOUND", `version ${version} of ${location.uri} not found`, {
-          cause: err,
-        });
+        throw new FanoutError(
+          "VERSION_NOT_FOUND",
+          `version ${version} of ${location.uri} not found`,
+          {
+            cause: err,
+          },
+        );
       }
       throw err;
     }

@@ -153,7 +153,9 @@ export class ViewCache {
       }
       // Lance searches the first vector index on a column: keep only the chosen one.
       const others = new Set(
-        manifest.segments.filter((s) => s.metric !== null && s.name !== spec.indexName).map((s) => s.name),
+        manifest.segments
+          .filter((s) => s.metric !== null && s.name !== spec.indexName)
+          .map((s) => s.name),
       );
       if (live.length === keep.size && others.size === 0) return;
       if (attempt > 0) await table.checkoutLatest();

@@ -33,7 +33,10 @@ export function isHttpEvent(event: unknown): event is HttpEvent {
 export function parseHttpBody(event: HttpEvent): unknown {
   const raw = Buffer.from(event.body ?? "", event.isBase64Encoded ? "base64" : "utf8");
   if (raw.length > MAX_PAYLOAD_BYTES) {
-    throw new FanoutError("PAYLOAD_TOO_LARGE", `the request body is over ${MAX_PAYLOAD_BYTES} bytes`);
+    throw new FanoutError(
+      "PAYLOAD_TOO_LARGE",
+      `the request body is over ${MAX_PAYLOAD_BYTES} bytes`,
+    );
   }
   try {
     return JSON.parse(raw.toString("utf8"));
@@ -43,7 +46,11 @@ export function parseHttpBody(event: HttpEvent): unknown {
 }
 
 export function jsonResponse(statusCode: number, body: unknown): HttpResponse {
-  return { statusCode, headers: { "content-type": "application/json" }, body: JSON.stringify(body) };
+  return {
+    statusCode,
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  };
 }
 
 export function errorResponse(err: unknown): HttpResponse {

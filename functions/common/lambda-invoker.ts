@@ -34,7 +34,11 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
   const client =
     options.client ??
     new LambdaClient({ endpoint: process.env.AWS_ENDPOINT_URL_LAMBDA || undefined });
-  const invoke = async <T>(functionName: string, payload: unknown, failure: FanoutError["code"]) => {
+  const invoke = async <T>(
+    functionName: string,
+    payload: unknown,
+    failure: FanoutError["code"],
+  ) => {
     const out = await client
       .send(new InvokeCommand({ FunctionName: functionName, Payload: JSON.stringify(payload) }))
       .catch((err: unknown) => {

@@ -12,7 +12,10 @@ import { logEvent } from "../common/log.js";
 export async function handler(event: unknown) {
   const parsed = mergeInputSchema.safeParse(event);
   if (!parsed.success) {
-    return new FanoutError("INVALID_REQUEST", `invalid merge input: ${parsed.error.message}`).toBody();
+    return new FanoutError(
+      "INVALID_REQUEST",
+      `invalid merge input: ${parsed.error.message}`,
+    ).toBody();
   }
   const input = parsed.data;
   const started = performance.now();
@@ -20,13 +23,26 @@ export async function handler(event: unknown) {
     const output = await runMerge(input, defaultRuntime());
     const bytes = Buffer.byteLength(JSON.stringify(output));
     if (bytes > MAX_PAYLOAD_BYTES) {
-      throw new FanoutError("PAYLOAD_TOO_LARGE", `the result is ${bytes} bytes, over the Lambda limit`);
+      throw new FanoutError(
+        "PAYLOAD_TOO_LARGE",
+        `the result is ${bytes} bytes, over the Lambda limit`,
+      );
     }
-    logEvent({ requestId: input.requestId, fn: "merge", rows: output.results.length, ms: performance.now() - started });
+    logEvent({
+      requestId: input.requestId,
+      fn: "merge",
+      rows: output.results.length,
+      ms: performance.now() - started,
+    });
     return output;
   } catch (err) {
     const error = toFanoutError(err);
-    logEvent({ requestId: input.requestId, fn: "merge", error: error.code, message: error.message });
+    logEvent({
+      requestId: input.requestId,
+      fn: "merge",
+      error: error.code,
+      message: error.message,
+    });
     return error.toBody();
   }
 }

@@ -22,7 +22,12 @@ async function search(request: unknown, requestId: string): Promise<SearchRespon
       requestId,
       runtime: defaultRuntime(),
     });
-    logEvent({ requestId, fn: "planner", tasks: response.plan.tasks, ms: performance.now() - started });
+    logEvent({
+      requestId,
+      fn: "planner",
+      tasks: response.plan.tasks,
+      ms: performance.now() - started,
+    });
     return response;
   } catch (err) {
     const error = toFanoutError(err);

@@ -28,7 +28,12 @@ export async function handler(event: unknown) {
     return result;
   } catch (err) {
     const error = toFanoutError(err);
-    logEvent({ requestId: task.requestId, fn: "segment-search", error: error.code, message: error.message });
+    logEvent({
+      requestId: task.requestId,
+      fn: "segment-search",
+      error: error.code,
+      message: error.message,
+    });
     return error.toBody();
   }
 }

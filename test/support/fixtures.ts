@@ -6,8 +6,8 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
-import { createRuntime, type Runtime } from "../../shared/index.js";
 import { loadConfig } from "../../shared/config.js";
+import { createRuntime, type Runtime } from "../../shared/index.js";
 
 // lancedb is CommonJS: build Arrow types from the same Arrow instance it uses.
 const arrow = createRequire(import.meta.url)("apache-arrow") as typeof import("apache-arrow");

@@ -1,0 +1,79 @@
+import { describe, expect, test } from "vitest";
+import { groupSegments, SEGMENT_COST, segmentCost } from "../shared/grouping.js";
+import type { Segment } from "../shared/index-choice.js";
+
+const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
+const segment = (i: number, rows: number, fragments = [i]): Segment => ({
+  uuid: uuid(i),
+  rows,
+  fragments,
+});
+
+/** Round-robin over segments in uuid order: what the planner must beat. */
+function roundRobinMaxCost(segments: readonly Segment[], groups: number): number {
+  const costs = Array<number>(groups).fill(0);
+  segments.forEach((s, i) => {
+    costs[i % groups] = (costs[i % groups] ?? 0) + segmentCost(1, s.rows);
+  });
+  return Math.max(...costs);
+}
+
+describe("groupSegments", () => {
+  test("balances uneven segments better than round-robin", () => {
+    const segments = [100_000, 1_000, 90_000, 1_000, 80_000, 1_000, 70_000, 2_000].map((rows, i) =>
+      segment(i, rows),
+    );
+    const groups = groupSegments(segments, 2);
+    const costs = groups.map((g) => g.cost);
+    expect(Math.max(...costs)).toBeLessThan(roundRobinMaxCost(segments, 2));
+    expect(Math.max(...costs) / Math.min(...costs)).toBeLessThan(1.1);
+    expect(groups.flatMap((g) => g.segments).sort()).toEqual(segments.map((s) => s.uuid));
+  });
+
+  test("counts a fixed cost per segment, so many small segments are not piled onto one task", () => {
+    // One big segment against eight tiny ones: by rows alone all tiny ones would share a task
+    // with nothing else, yet each costs a segment's fixed overhead.
+    const segments = [
+      segment(0, 400_000),
+      ...Array.from({ length: 8 }, (_, i) => segment(i + 1, 100)),
+    ];
+    const groups = groupSegments(segments, 3);
+    const withBig = groups.find((g) => g.segments.includes(uuid(0)));
+    expect(withBig?.segments).toHaveLength(1);
+    const small = groups.filter((g) => g !== withBig).map((g) => g.segments.length);
+    expect(small.sort()).toEqual([4, 4]);
+    expect(SEGMENT_COST.perSegment).toBeGreaterThan(10_000);
+  });
+
+  test("is deterministic whatever the input order", () => {
+    const segments = [5, 9, 3, 7, 7, 1, 2].map((r, i) => segment(i, r * 10_000));
+    const a = groupSegments(segments, 3);
+    const b = groupSegments([...segments].reverse(), 3);
+    expect(b).toEqual(a);
+  });
+
+  test("makes min(segments, maxGroups) groups", () => {
+    const segments = [1, 2, 3].map((r, i) => segment(i, r));
+    expect(groupSegments(segments, 10)).toHaveLength(3);
+    expect(groupSegments(segments, 2)).toHaveLength(2);
+    expect(groupSegments(segments, 1)[0]?.segments).toHaveLength(3);
+  });
+
+  test("keeps segments that share a fragment in one group", () => {
+    const segments = [
+      segment(0, 10, [1, 2]),
+      segment(1, 10, [2]),
+      segment(2, 10, [3]),
+      segment(3, 10, [4]),
+    ];
+    const groups = groupSegments(segments, 4);
+    expect(groups).toHaveLength(3);
+    expect(groups.some((g) => g.segments.includes(uuid(0)) && g.segments.includes(uuid(1)))).toBe(
+      true,
+    );
+  });
+
+  test("rejects a non-positive group count", () => {
+    expect(() => groupSegments([segment(0, 1)], 0)).toThrow(TypeError);
+  });
+});

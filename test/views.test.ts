@@ -1,0 +1,119 @@
+/**
+ * Segment views: naming, creation, reuse, completion of half-written views, concurrency.
+ */
+import { readdir } from "node:fs/promises";
+import { join } from "node:path";
+import * as lancedb from "@lancedb/lancedb";
+import { beforeAll, describe, expect, test } from "vitest";
+import { loadConfig } from "../shared/config.js";
+import { chooseIndex } from "../shared/index-choice.js";
+import { readManifest } from "../shared/manifest-store.js";
+import { createRuntime, type Runtime } from "../shared/runtime.js";
+import { dropPredicate, type ViewSpec, viewName } from "../shared/views.js";
+import { type Dataset, makeDataset, testRuntime } from "./support/fixtures.js";
+
+let ds: Dataset;
+let specs: ViewSpec[];
+
+beforeAll(async () => {
+  ds = await makeDataset({ rounds: [4000, 2000, 3000] });
+  await ds.table.createIndex("vector", {
+    config: lancedb.Index.ivfFlat({ numPartitions: 2 }),
+    name: "flat",
+  });
+  const runtime = await testRuntime();
+  const dataset = runtime.resolveDataset(ds.uri);
+  const version = await ds.table.version();
+  const manifest = await readManifest(runtime.objects, ds.uri, version);
+  const index = chooseIndex(manifest, { indexName: "vector_idx" });
+  specs = index.segments.map((s) => ({
+    dataset,
+    version,
+    indexName: "vector_idx",
+    segments: [s.uuid],
+    fragments: s.fragments,
+  }));
+});
+
+async function viewVersions(runtime: Runtime, name: string): Promise<number> {
+  return (await readdir(join(runtime.config.localViewRoot, `${name}.lance`, "_versions"))).filter(
+    (f) => f.endsWith(".manifest"),
+  ).length;
+}
+
+describe("segment views", () => {
+  test("dropPredicate covers exactly the fragments outside the group, merging neighbours", () => {
+    expect(dropPredicate([0, 1, 2, 5, 7], new Set([2]))).toBe(
+      `(_rowaddr >= 0 AND _rowaddr < ${2n << 32n}) OR (_rowaddr >= ${5n << 32n} AND _rowaddr < ${8n << 32n})`,
+    );
+    expect(dropPredicate([3, 4], new Set([3, 4]))).toBe("");
+  });
+
+  test("names are deterministic and differ per version, index and group", () => {
+    const [a, b] = specs;
+    if (!a || !b) throw new Error("expected two segments");
+    expect(viewName(a)).toBe(viewName({ ...a }));
+    expect(viewName(a)).not.toBe(viewName(b));
+    expect(viewName(a)).not.toBe(viewName({ ...a, version: a.version - 1 }));
+    expect(viewName(a)).not.toBe(viewName({ ...a, indexName: "flat" }));
+  });
+
+  test("a view holds only its group's fragments, one segment and only the chosen index", async () => {
+    const runtime = await testRuntime();
+    const spec = specs[0];
+    if (!spec) throw new Error("no segment");
+    const view = await runtime.views.open(spec);
+    expect(view.searchedSegments).toBe(1);
+    expect((await view.table.listIndices()).map((i) => i.name)).toEqual(["vector_idx"]);
+    const rows = spec.fragments.length;
+    expect((await view.table.stats()).fragmentStats.numFragments).toBe(rows);
+  });
+
+  test("is created once and reused: by the cache in-process, from storage across processes", async () => {
+    const runtime = await testRuntime();
+    const spec = specs[1];
+    if (!spec) throw new Error("no segment");
+    const first = await runtime.views.open(spec);
+    const again = await runtime.views.open(spec);
+    expect(again).toBe(first);
+    expect(runtime.views.hits).toBe(1);
+    const versions = await viewVersions(runtime, first.name);
+    // A second process (a new runtime on the same view root) opens the finished view as is.
+    const other = createRuntime(
+      loadConfig({ ...process.env, LANCE_FANOUT_VIEW_ROOT: runtime.config.localViewRoot }),
+    );
+    await other.views.open(spec);
+    expect(await viewVersions(runtime, first.name)).toBe(versions);
+  });
+
+  test("concurrent creators of the same view both succeed with one view", async () => {
+    const a = await testRuntime();
+    const b = createRuntime(
+      loadConfig({ ...process.env, LANCE_FANOUT_VIEW_ROOT: a.config.localViewRoot }),
+    );
+    const spec = specs[2];
+    if (!spec) throw new Error("no segment");
+    const [va, vb] = await Promise.all([a.views.open(spec), b.views.open(spec)]);
+    expect(va.name).toBe(vb.name);
+    expect(va.searchedSegments).toBe(1);
+    expect(vb.searchedSegments).toBe(1);
+    expect(await readdir(a.config.localViewRoot)).toEqual([`${va.name}.lance`]);
+  });
+
+  test("a half-written view (cloned, not yet restricted) is completed before use", async () => {
+    const runtime = await testRuntime();
+    const spec = specs[0];
+    if (!spec) throw new Error("no segment");
+    const db = await lancedb.connect(runtime.config.localViewRoot);
+    const half = await db.cloneTable(viewName(spec), ds.uri, {
+      sourceVersion: spec.version,
+      isShallow: true,
+    });
+    expect((await half.listIndices()).find((i) => i.name === "vector_idx")?.numSegments).toBe(
+      specs.length,
+    );
+    const view = await runtime.views.open(spec);
+    expect(view.searchedSegments).toBe(1);
+    expect(await view.table.countRows()).toBeLessThan(await ds.table.countRows());
+  });
+});
