@@ -21,8 +21,11 @@ export interface FanoutConfig {
   readonly maxTasks: number;
   /** Directory for segment views of local datasets. @default `<tmpdir>/lance-fanout-views` */
   readonly localViewRoot: string;
-  /** `s3://bucket/prefix` for segment views of S3 datasets; required to search S3 datasets. */
-  readonly s3ViewRoot?: string;
+  /**
+   * Key prefix, in each S3 dataset's own bucket, where its segment views live; required to search
+   * S3 datasets. Same bucket because lancedb 0.31 clones across buckets incorrectly.
+   */
+  readonly s3ViewPrefix?: string;
   /** Dataset prefixes that may be searched (`s3://bucket/prefix/` or local directories). @default all */
   readonly allowedDatasets?: readonly string[];
   /** Whether local paths may be searched (true in embedded mode, false on Lambda). */
@@ -38,7 +41,7 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 /**
  * Reads the configuration from environment variables (all optional):
- * `LANCE_FANOUT_MAX_TASKS`, `LANCE_FANOUT_VIEW_ROOT`, `LANCE_FANOUT_S3_VIEW_ROOT`,
+ * `LANCE_FANOUT_MAX_TASKS`, `LANCE_FANOUT_VIEW_ROOT`, `LANCE_FANOUT_S3_VIEW_PREFIX`,
  * `LANCE_FANOUT_ALLOWED_DATASETS` (comma-separated), `LANCE_FANOUT_ALLOW_LOCAL`,
  * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, and for S3 `AWS_ENDPOINT_URL_S3`
  * (or `AWS_ENDPOINT_URL`), `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
@@ -49,7 +52,7 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
   return {
     maxTasks: intVar(env, "LANCE_FANOUT_MAX_TASKS", 16),
     localViewRoot: text(env.LANCE_FANOUT_VIEW_ROOT) ?? join(tmpdir(), "lance-fanout-views"),
-    s3ViewRoot: text(env.LANCE_FANOUT_S3_VIEW_ROOT)?.replace(/\/+$/, ""),
+    s3ViewPrefix: text(env.LANCE_FANOUT_S3_VIEW_PREFIX)?.replace(/^\/+|\/+$/g, ""),
     allowedDatasets: list(env.LANCE_FANOUT_ALLOWED_DATASETS),
     allowLocal: boolVar(env, "LANCE_FANOUT_ALLOW_LOCAL", !onLambda),
     timeoutMs: intVar(env, "LANCE_FANOUT_TIMEOUT_MS", 25_000),

@@ -12,7 +12,7 @@
 import { createHash } from "node:crypto";
 import { LRUCache } from "lru-cache";
 import type { FanoutConfig } from "./config.js";
-import type { DatasetLocation } from "./dataset.js";
+import { type DatasetLocation, splitS3Uri } from "./dataset.js";
 import { FanoutError } from "./errors.js";
 import { readManifest } from "./manifest-store.js";
 import type { ObjectReader } from "./objects.js";
@@ -171,13 +171,14 @@ export class ViewCache {
 
   #root(dataset: DatasetLocation): string {
     if (dataset.kind === "local") return this.#config.localViewRoot;
-    if (!this.#config.s3ViewRoot) {
+    if (!this.#config.s3ViewPrefix) {
       throw new FanoutError(
         "INTERNAL",
-        "LANCE_FANOUT_S3_VIEW_ROOT is not set: S3 datasets need a writable view prefix",
+        "LANCE_FANOUT_S3_VIEW_PREFIX is not set: S3 datasets need a writable view prefix",
       );
     }
-    return this.#config.s3ViewRoot;
+    // lancedb 0.31 writes cross-bucket shallow clones to the wrong store: same bucket only.
+    return `s3://${splitS3Uri(dataset.uri).bucket}/${this.#config.s3ViewPrefix}`;
   }
 
   #connection(root: string, kind: "s3" | "local"): Promise<Connection> {

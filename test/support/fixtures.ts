@@ -43,6 +43,8 @@ export interface DatasetOptions {
   readonly tiedEvery?: number;
   /** Rename the vector column after indexing (lancedb cannot index a mixed-case name). */
   readonly vectorColumn?: string;
+  /** A database URI (e.g. `s3://bucket/db`) and its storage options. @default a temp directory */
+  readonly db?: { readonly uri: string; readonly storageOptions: Record<string, string> };
 }
 
 export interface Dataset {
@@ -52,10 +54,12 @@ export interface Dataset {
   readonly version: number;
   readonly segments: number;
   readonly vectorColumn: string;
+  readonly storageOptions: Record<string, string>;
 }
 
 export async function makeDataset(options: DatasetOptions = {}): Promise<Dataset> {
-  const dir = await mkdtemp(join(tmpdir(), "fanout-ds-"));
+  const dir = options.db?.uri ?? (await mkdtemp(join(tmpdir(), "fanout-ds-")));
+  const storageOptions = options.db?.storageOptions ?? {};
   const next = random(options.seed ?? 1);
   let id = 0;
   const rows = (n: number) =>
@@ -76,7 +80,7 @@ export async function makeDataset(options: DatasetOptions = {}): Promise<Dataset
     lancedb.makeArrowTable(rows(n), {
       vectorColumns: { vector: { type: new arrow.Float32() } },
     });
-  const db = await lancedb.connect(dir);
+  const db = await lancedb.connect(dir, { storageOptions });
   const table = await db.createTable("items", data(options.initialRows ?? 4000), {
     storageOptions: options.stableRowIds ? { new_table_enable_stable_row_ids: "true" } : {},
   });
@@ -98,12 +102,13 @@ export async function makeDataset(options: DatasetOptions = {}): Promise<Dataset
   }
   const segments = (await table.listIndices())[0]?.numSegments ?? 0;
   return {
-    uri: join(dir, "items.lance"),
+    uri: `${dir}/items.lance`,
     dir,
     table,
     version: await table.version(),
     segments,
     vectorColumn: options.vectorColumn ?? "vector",
+    storageOptions,
   };
 }
 
@@ -137,7 +142,7 @@ export async function nativeSearch(
     exact?: boolean;
   } = {},
 ): Promise<NativeHit[]> {
-  const db = await lancedb.connect(dataset.dir);
+  const db = await lancedb.connect(dataset.dir, { storageOptions: dataset.storageOptions });
   const table = await db.openTable("items");
   try {
     await table.checkout(options.version ?? dataset.version);

@@ -1,0 +1,100 @@
+/**
+ * A dataset on S3 (the local S3 server): the manifest read through @aws-sdk/client-s3, views on a
+ * writable view prefix of the same store, the dataset prefix left untouched.
+ */
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { type LocalS3, startLocalS3 } from "../local/s3.js";
+import { loadConfig } from "../shared/config.js";
+import { createRuntime, type Runtime } from "../shared/runtime.js";
+import { vectorSearch } from "../shared/search.js";
+import { type Dataset, makeDataset, nativeSearch, queries } from "./support/fixtures.js";
+
+let s3: LocalS3;
+let ds: Dataset;
+let runtime: Runtime;
+let client: S3Client;
+
+beforeAll(async () => {
+  s3 = await startLocalS3({
+    directory: await mkdtemp(join(tmpdir(), "fanout-s3-")),
+    buckets: ["data"],
+  });
+  ds = await makeDataset({
+    db: { uri: "s3://data/db", storageOptions: s3.storageOptions() },
+    rounds: [4000, 1500, 6000],
+    deleteWhere: "id % 11 = 0",
+  });
+  const env = {
+    AWS_ENDPOINT_URL_S3: s3.endpoint,
+    AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
+    AWS_REGION: "us-east-1",
+    LANCE_FANOUT_S3_VIEW_PREFIX: "fanout-views",
+    LANCE_FANOUT_ALLOWED_DATASETS: "s3://data/db/",
+  };
+  // lancedb re-opens a fresh clone without its storage options: keep that path on loopback too.
+  Object.assign(process.env, { ...env, AWS_ENDPOINT_URL: s3.endpoint, AWS_ALLOW_HTTP: "true" });
+  runtime = createRuntime(loadConfig({ ...process.env, ...env }));
+  client = new S3Client({
+    endpoint: s3.endpoint,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: s3.credentials,
+  });
+});
+
+afterAll(async () => {
+  client?.destroy();
+  await s3?.stop();
+});
+
+async function keys(bucket: string, prefix: string): Promise<string[]> {
+  const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
+  return (out.Contents ?? []).map((o) => `${o.Key}:${o.ETag}`).sort();
+}
+
+describe("a dataset on S3", () => {
+  test("searches with views on the view prefix and matches native lancedb", async () => {
+    const before = await keys("data", "db/");
+    const [q0 = [], q1 = []] = queries(2, 5);
+    const response = await vectorSearch(
+      { dataset: ds.uri, query: [q0, q1], k: 10, nprobes: 2, select: ["id"] },
+      { runtime },
+    );
+    expect(ds.segments).toBeGreaterThanOrEqual(3);
+    expect(response.plan.tasks).toBe(ds.segments);
+    for (const group of response.plan.groups)
+      expect(group.searchedSegments).toBe(group.segments.length);
+    for (const [i, q] of [q0, q1].entries()) {
+      const native = await nativeSearch(ds, q, 10, { nprobes: 2 });
+      expect(response.results.filter((r) => r._query_id === i).map((r) => r._rowid)).toEqual(
+        native.map((h) => h.rowid),
+      );
+    }
+    // Views were written under the view prefix, nothing under the dataset's.
+    expect((await keys("data", "fanout-views/")).length).toBeGreaterThan(0);
+    expect(await keys("data", "db/")).toEqual(before);
+  });
+
+  test("a dataset outside the allow-list is refused before any read", async () => {
+    await expect(
+      vectorSearch(
+        { dataset: "s3://data/other/items.lance", query: queries(1)[0] ?? [], k: 1 },
+        { runtime },
+      ),
+    ).rejects.toMatchObject({ code: "FORBIDDEN_DATASET" });
+  });
+
+  test("a missing S3 dataset is DATASET_NOT_FOUND", async () => {
+    await expect(
+      vectorSearch(
+        { dataset: "s3://data/db/missing.lance", query: queries(1)[0] ?? [], k: 1 },
+        { runtime },
+      ),
+    ).rejects.toMatchObject({ code: "DATASET_NOT_FOUND" });
+  });
+});
