@@ -3,7 +3,8 @@
  * merge functions with `@aws-sdk/client-lambda` (the local stack serves the same API).
  * @module
  */
-import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { InvokeCommand, LambdaClient, TooManyRequestsException } from "@aws-sdk/client-lambda";
+import pRetry from "p-retry";
 import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js";
 import type { Invoker } from "../../shared/invoker.js";
 import type { MergeOutput, TaskCandidates } from "../../shared/tasks.js";
@@ -30,22 +31,53 @@ export function lambdaInvokerFromEnv(env = process.env): Invoker {
   });
 }
 
+/**
+ * A throttled task (429: the function's concurrency is used up) is retried soon, with jitter,
+ * rather than with the SDK's throttling backoff of seconds, and so is a reset connection; the
+ * query's deadline bounds it all.
+ */
+const THROTTLE_RETRY = {
+  retries: 12,
+  minTimeout: 20,
+  maxTimeout: 1_000,
+  factor: 1.6,
+  randomize: true,
+  shouldRetry: ({ error }: { error: unknown }) =>
+    error instanceof TooManyRequestsException || isTransportError(error),
+};
+
+/** No HTTP response at all (a reset socket): searches are reads, so running one twice is safe. */
+function isTransportError(error: unknown): boolean {
+  const metadata = (error as { $metadata?: { httpStatusCode?: number } }).$metadata;
+  const code = (error as { code?: string }).code ?? "";
+  return (
+    metadata?.httpStatusCode === undefined &&
+    /ECONNRESET|EPIPE|ECONNREFUSED|socket hang up/i.test(`${code} ${String(error)}`)
+  );
+}
+
 export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
   const client =
     options.client ??
-    new LambdaClient({ endpoint: process.env.AWS_ENDPOINT_URL_LAMBDA || undefined });
+    // Retries are ours (THROTTLE_RETRY): the SDK's would wait seconds on a 429.
+    new LambdaClient({
+      endpoint: process.env.AWS_ENDPOINT_URL_LAMBDA || undefined,
+      maxAttempts: 1,
+    });
   const invoke = async <T>(
     functionName: string,
     payload: unknown,
     failure: FanoutError["code"],
   ) => {
-    const out = await client
-      .send(new InvokeCommand({ FunctionName: functionName, Payload: JSON.stringify(payload) }))
-      .catch((err: unknown) => {
-        throw new FanoutError(failure, `invoking ${functionName} failed: ${String(err)}`, {
-          cause: err,
-        });
+    const command = new InvokeCommand({
+      FunctionName: functionName,
+      Payload: JSON.stringify(payload),
+    });
+    const out = await pRetry(() => client.send(command), THROTTLE_RETRY).catch((err: unknown) => {
+      throw new FanoutError(failure, `invoking ${functionName} failed: ${String(err)}`, {
+        cause: err,
       });
+    });
     const text = out.Payload ? Buffer.from(out.Payload).toString("utf8") : "null";
     const body: unknown = JSON.parse(text);
     if (out.FunctionError) {

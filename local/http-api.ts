@@ -1,0 +1,265 @@
+/**
+ * The HTTP API of the embedded stack: what API Gateway's HTTP API does in front of the planner on
+ * AWS, on 127.0.0.1. `POST /search` becomes a payload-format-2.0 event that is invoked through
+ * the Lambda Invoke API with the real SDK client (normally against the local Lambda service), and
+ * the planner's `{ statusCode, headers, body }` becomes the HTTP response.
+ * @module
+ */
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  InvokeCommand,
+  type InvokeCommandOutput,
+  LambdaClient,
+  LambdaServiceException,
+  TooManyRequestsException,
+} from "@aws-sdk/client-lambda";
+
+export interface HttpApiOptions {
+  /** @default 0 = pick a free port */
+  readonly port?: number;
+  /** Name of the planner function, as the Lambda endpoint knows it. */
+  readonly plannerFunction: string;
+  /** Where the Invoke API is served, e.g. the local Lambda service's endpoint. */
+  readonly lambdaEndpoint: string;
+}
+
+export interface HttpApi {
+  /** http://127.0.0.1:PORT */
+  readonly url: string;
+  readonly port: number;
+  stop(): Promise<void>;
+}
+
+const HOST = "127.0.0.1";
+const ROUTE_KEY = "POST /search";
+/** The event carries the body, and a synchronous Lambda invoke carries at most 6 MB. */
+const MAX_BODY_BYTES = 6 * 1024 * 1024;
+
+/** Starts the HTTP API on 127.0.0.1: `POST /search`, `GET /health`, 404 for anything else. */
+export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
+  const { port = 0, plannerFunction, lambdaEndpoint } = options;
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new RangeError(`startHttpApi: port must be an integer in 0..65535, got ${port}`);
+  }
+  if (!plannerFunction) throw new TypeError("startHttpApi: plannerFunction is required");
+  const client = new LambdaClient({
+    endpoint: new URL(lambdaEndpoint).href,
+    region: "us-east-1",
+    // The local service checks no signature; static keys keep the SDK off every credential source.
+    credentials: { accessKeyId: "local", secretAccessKey: "local" },
+    // API Gateway does not retry a throttled invoke: the caller gets the 429.
+    maxAttempts: 1,
+  });
+  const invoke: Invoke = (event) =>
+    client.send(
+      new InvokeCommand({ FunctionName: plannerFunction, Payload: JSON.stringify(event) }),
+    );
+
+  const server = createServer((req, res) => {
+    route(req, res, invoke).catch((err: unknown) => {
+      sendError(res, 500, "INTERNAL", err instanceof Error ? err.message : String(err));
+    });
+    // Outlive the SDK's idle keep-alive sockets, or a reused socket meets a close (ECONNRESET).
+    server.keepAliveTimeout = 65_000;
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, HOST, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
+  const bound = (server.address() as AddressInfo).port;
+
+  let stopped: Promise<void> | undefined;
+  return {
+    url: `http://${HOST}:${bound}`,
+    port: bound,
+    stop() {
+      stopped ??= new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        server.closeAllConnections();
+        client.destroy();
+      });
+      return stopped;
+    },
+  };
+}
+
+type Invoke = (event: unknown) => Promise<InvokeCommandOutput>;
+
+async function route(req: IncomingMessage, res: ServerResponse, invoke: Invoke): Promise<void> {
+  const url = new URL(req.url ?? "/", `http://${HOST}`);
+  const key = `${req.method} ${url.pathname}`;
+  if (key === "GET /health") {
+    sendJson(res, 200, { status: "ok" });
+  } else if (key === ROUTE_KEY) {
+    await search(req, res, url, invoke);
+  } else {
+    sendError(res, 404, "NOT_FOUND", `no route for ${key}`);
+  }
+}
+
+async function search(
+  req: IncomingMessage,
+  res: ServerResponse,
+  url: URL,
+  invoke: Invoke,
+): Promise<void> {
+  const body = await readBody(req);
+  if (body === undefined) {
+    // The rest of the body is never read; closing the connection drops it.
+    sendError(res, 413, "PAYLOAD_TOO_LARGE", `the request body is over ${MAX_BODY_BYTES} bytes`, {
+      Connection: "close",
+    });
+    return;
+  }
+  const requestId = randomUUID();
+  let out: InvokeCommandOutput;
+  try {
+    out = await invoke(httpEvent(req, url, body.toString("utf8"), requestId));
+  } catch (err) {
+    if (err instanceof TooManyRequestsException) {
+      sendError(res, 429, "TOO_MANY_REQUESTS", `the planner is throttled: ${err.message}`);
+    } else if (err instanceof LambdaServiceException && err.$metadata.httpStatusCode === 413) {
+      // The body fit, but not with the event's envelope around it.
+      sendError(res, 413, "PAYLOAD_TOO_LARGE", `the planner event is too large: ${err.message}`);
+    } else {
+      sendError(res, 502, "INTERNAL", `invoking the planner failed: ${String(err)}`);
+    }
+    return;
+  }
+  const payload = out.Payload ? Buffer.from(out.Payload).toString("utf8") : "null";
+  if (out.FunctionError) {
+    const message = (parseJson(payload) as { errorMessage?: unknown } | undefined)?.errorMessage;
+    sendError(res, 502, "INTERNAL", `the planner failed: ${String(message ?? payload)}`);
+    return;
+  }
+  const response = httpResponse(payload);
+  res.writeHead(response.statusCode, { ...response.headers, "apigw-requestid": requestId });
+  res.end(response.body);
+}
+
+/** The API Gateway HTTP API event (payload format 2.0) of a request to {@link ROUTE_KEY}. */
+function httpEvent(req: IncomingMessage, url: URL, body: string, requestId: string) {
+  const headers: Record<string, string> = {};
+  // Node lower-cases header names already; API Gateway joins repeated headers with commas.
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(",") : value;
+  }
+  const now = new Date();
+  return {
+    version: "2.0",
+    routeKey: ROUTE_KEY,
+    rawPath: url.pathname,
+    rawQueryString: url.search.slice(1),
+    headers,
+    requestContext: {
+      http: {
+        method: req.method,
+        path: url.pathname,
+        protocol: `HTTP/${req.httpVersion}`,
+        sourceIp: req.socket.remoteAddress ?? "",
+        userAgent: req.headers["user-agent"] ?? "",
+      },
+      requestId,
+      routeKey: ROUTE_KEY,
+      stage: "$default",
+      time: clfTime(now),
+      timeEpoch: now.getTime(),
+    },
+    body,
+    isBase64Encoded: false,
+  };
+}
+
+interface HttpResponse {
+  readonly statusCode: number;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: string;
+}
+
+/**
+ * The HTTP response a payload-2.0 Lambda result stands for: `{ statusCode, headers, body }` as
+ * is, or, like API Gateway, a 200 JSON response with the result as body when it has no status.
+ */
+function httpResponse(payload: string): HttpResponse {
+  const result = parseJson(payload) as Partial<HttpResponse> & { isBase64Encoded?: boolean };
+  if (typeof result?.statusCode !== "number") {
+    return { statusCode: 200, headers: { "content-type": "application/json" }, body: payload };
+  }
+  const body = result.body ?? "";
+  return {
+    statusCode: result.statusCode,
+    headers: result.headers ?? {},
+    body: result.isBase64Encoded ? Buffer.from(body, "base64").toString("utf8") : body,
+  };
+}
+
+/**
+ * The request body, or `undefined` as soon as it is known to be over the limit (from
+ * `content-length`, or once that many bytes arrived); nothing more is read then.
+ */
+function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
+  if (Number(req.headers["content-length"]) > MAX_BODY_BYTES) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) {
+        chunks.push(chunk);
+        return;
+      }
+      req.pause().off("data", onData).off("end", onEnd);
+      resolve(undefined);
+    };
+    const onEnd = () => resolve(Buffer.concat(chunks));
+    req.on("data", onData).on("end", onEnd).on("error", reject);
+  });
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** API Gateway's `requestContext.time`: `02/Dec/2026:09:45:13 +0000`. */
+function clfTime(date: Date): string {
+  // toUTCString() is "Wed, 02 Dec 2026 09:45:13 GMT".
+  const [, day, month, year, time] = date.toUTCString().split(" ");
+  return `${day}/${month}/${year}:${time} +0000`;
+}
+
+function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  const text = JSON.stringify(body);
+  res
+    .writeHead(status, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(text),
+      ...headers,
+    })
+    .end(text);
+}
+
+/** The error body of the project's API: `{ error: { code, message } }`. */
+function sendError(
+  res: ServerResponse,
+  status: number,
+  code: string,
+  message: string,
+  headers: Record<string, string> = {},
+): void {
+  if (res.headersSent) return;
+  sendJson(res, status, { error: { code, message } }, headers);
+}

@@ -1,0 +1,139 @@
+/**
+ * The embedded local stack: local S3, the three functions behind a local Lambda invoke endpoint,
+ * and the HTTP API, all on 127.0.0.1, wired exactly as on AWS (real SDK clients, real HTTP).
+ * @module
+ */
+import { mkdir } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join } from "node:path";
+import { bundleFunctions } from "./bundle.js";
+import { type HttpApi, startHttpApi } from "./http-api.js";
+import { type LocalLambda, startLocalLambda } from "./lambda.js";
+import { type LocalS3, startLocalS3 } from "./s3.js";
+
+export interface StackOptions {
+  /** Where the local S3 keeps its objects. @default `.data` in the working directory */
+  readonly dataDir?: string;
+  /** HTTP API port (`PORT`). @default 3000; 0 picks a free port */
+  readonly apiPort?: number;
+  /** Local S3 port (`LANCE_FANOUT_S3_PORT`). @default 4569 */
+  readonly s3Port?: number;
+  /** Local Lambda endpoint port (`LANCE_FANOUT_LAMBDA_PORT`). @default 9001 */
+  readonly lambdaPort?: number;
+  /** Bucket holding datasets and views. @default "lance-fanout" */
+  readonly bucket?: string;
+  /**
+   * Worker processes per function (its concurrency limit, like reserved concurrency). The
+   * planner mostly waits, so it gets more; segment-search calls over the limit get 429 and the
+   * planner retries them with backoff. @default { planner: 24, segmentSearch: 8, merge: 4 }
+   */
+  readonly concurrency?: {
+    readonly planner?: number;
+    readonly segmentSearch?: number;
+    readonly merge?: number;
+  };
+  /** Per-invocation timeout of each function. @default 30000 */
+  readonly timeoutMs?: number;
+}
+
+export interface Stack {
+  readonly s3: LocalS3;
+  readonly lambda: LocalLambda;
+  readonly api: HttpApi;
+  readonly bucket: string;
+  /** The environment the functions run with (also what a client in this process needs). */
+  readonly env: Readonly<Record<string, string>>;
+  stop(): Promise<void>;
+}
+
+export const FUNCTIONS = {
+  planner: "lance-fanout-planner",
+  segmentSearch: "lance-fanout-segment-search",
+  merge: "lance-fanout-merge",
+} as const;
+
+export async function startStack(options: StackOptions = {}): Promise<Stack> {
+  const dataDir = options.dataDir ?? join(process.cwd(), ".data");
+  const bucket = options.bucket ?? "lance-fanout";
+  await mkdir(join(dataDir, "s3"), { recursive: true });
+  const s3 = await startLocalS3({
+    directory: join(dataDir, "s3"),
+    port: options.s3Port ?? 4569,
+    buckets: [bucket],
+  });
+  const stops: (() => Promise<void>)[] = [() => s3.stop()];
+  try {
+    // The planner's env names the Lambda endpoint, so its port is fixed before it starts.
+    const lambdaPort = options.lambdaPort === 0 ? await freePort() : (options.lambdaPort ?? 9001);
+    const env = functionEnv(s3, bucket, `http://127.0.0.1:${lambdaPort}`);
+    const bundles = await bundleFunctions();
+    const fn = (name: string, module: string, concurrency: number) => ({
+      name,
+      module,
+      concurrency,
+      timeoutMs: options.timeoutMs ?? 30_000,
+    });
+    const limits = options.concurrency ?? {};
+    const lambda = await startLocalLambda({
+      port: lambdaPort,
+      workerEntry: bundles.worker,
+      env,
+      functions: [
+        fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 24),
+        fn(FUNCTIONS.segmentSearch, bundles.segmentSearch, limits.segmentSearch ?? 8),
+        fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4),
+      ],
+    });
+    stops.unshift(() => lambda.stop());
+    const api = await startHttpApi({
+      port: options.apiPort ?? 3000,
+      plannerFunction: FUNCTIONS.planner,
+      lambdaEndpoint: lambda.endpoint,
+    });
+    stops.unshift(() => api.stop());
+    return { s3, lambda, api, bucket, env, stop: () => stopAll(stops) };
+  } catch (err) {
+    await stopAll(stops);
+    throw err;
+  }
+}
+
+/**
+ * Everything points at loopback: explicit endpoints and credentials, no instance metadata, so
+ * neither the AWS SDK nor lancedb (which re-opens fresh clones without their storage options)
+ * can fall back to AWS.
+ */
+function functionEnv(s3: LocalS3, bucket: string, lambdaEndpoint: string): Record<string, string> {
+  return {
+    AWS_EC2_METADATA_DISABLED: "true",
+    AWS_REGION: "us-east-1",
+    AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
+    AWS_ENDPOINT_URL: s3.endpoint,
+    AWS_ENDPOINT_URL_S3: s3.endpoint,
+    AWS_ENDPOINT_URL_LAMBDA: lambdaEndpoint,
+    AWS_ALLOW_HTTP: "true",
+    LANCE_FANOUT_S3_VIEW_PREFIX: "lance-fanout-views",
+    LANCE_FANOUT_ALLOWED_DATASETS: `s3://${bucket}/`,
+    LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION: FUNCTIONS.segmentSearch,
+    LANCE_FANOUT_MERGE_FUNCTION: FUNCTIONS.merge,
+    LANCEDB_LOG: "error",
+    // Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
+  };
+}
+
+async function stopAll(stops: readonly (() => Promise<void>)[]): Promise<void> {
+  for (const stop of stops) await stop().catch(() => {});
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+  });
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env node
+/**
+ * The `fanout` command line: serve the local stack, search, plan, make datasets.
+ */
+import { Command, InvalidArgumentError } from "commander";
+import { makeDatasetCommand, planCommand, searchCommand, serveCommand } from "./commands.js";
+
+const integer = (value: string) => {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number");
+  return n;
+};
+
+const program = new Command("fanout").description(
+  "Serverless fan-out vector search over a Lance dataset",
+);
+
+program
+  .command("serve")
+  .description("run the local stack (S3, Lambda endpoint, HTTP API) with a demo dataset")
+  .option("--port <n>", "HTTP API port (env PORT)", integer, Number(process.env.PORT ?? 3000))
+  .option(
+    "--s3-port <n>",
+    "local S3 port (env LANCE_FANOUT_S3_PORT)",
+    integer,
+    Number(process.env.LANCE_FANOUT_S3_PORT ?? 4569),
+  )
+  .option(
+    "--lambda-port <n>",
+    "local Lambda port (env LANCE_FANOUT_LAMBDA_PORT)",
+    integer,
+    Number(process.env.LANCE_FANOUT_LAMBDA_PORT ?? 9001),
+  )
+  .option("--data-dir <dir>", "where the local S3 keeps its data", ".data")
+  .option("--rows <n>", "rows of the demo dataset", integer, 200_000)
+  .action(serveCommand);
+
+const requestOptions = (command: Command) =>
+  command
+    .requiredOption("--dataset <uri>", "s3://bucket/prefix/name.lance or a local path")
+    .option("--query <json>", "a vector or matrix as JSON, or @file.json; default: a random vector")
+    .option("-k, --k <n>", "results per query", integer, 10)
+    .option("--column <name>", "vector column")
+    .option("--index-name <name>", "vector index")
+    .option("--version <n>", "dataset version", integer)
+    .option("--filter <sql>", "SQL predicate applied before nearest-neighbour selection")
+    .option("--nprobes <n>", "IVF partitions probed per segment", integer)
+    .option("--refine-factor <n>", "exact re-ranking factor", integer)
+    .option("--max-tasks <n>", "upper bound on tasks", integer)
+    .option("--select <columns>", "comma-separated extra columns");
+
+requestOptions(program.command("search").description("run a search and print the results"))
+  .option("--via <mode>", "local (in-process), http, or lambda", "local")
+  .option("--url <url>", "HTTP API base URL (--via http)", "http://127.0.0.1:3000")
+  .option("--function <name>", "planner function name (--via lambda)", "lance-fanout-planner")
+  .option("--json", "print the whole response as JSON")
+  .action(searchCommand);
+
+requestOptions(
+  program.command("plan").description("show segments, groups, rows per group and balance"),
+).action(planCommand);
+
+program
+  .command("make-dataset")
+  .description("build a demo or benchmark dataset (local directory or s3://)")
+  .requiredOption("--db <uri>", "database directory or s3://bucket/prefix")
+  .option("--table <name>", "table name", "demo")
+  .option("--rows <n>", "rows", integer, 200_000)
+  .option("--dimension <n>", "vector dimension (a multiple of 8)", integer, 64)
+  .option("--segments <n>", "index segments to reach at least", integer, 8)
+  .action(makeDatasetCommand);
+
+await program.parseAsync();

@@ -1,0 +1,166 @@
+/**
+ * The local stack end to end: HTTP API -> planner worker -> segment-search and merge workers
+ * through the local Lambda endpoint, datasets and views on the local S3.
+ */
+import { mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { FUNCTIONS, type Stack, startStack } from "../local/stack.js";
+import { loadConfig } from "../shared/config.js";
+import { createRuntime } from "../shared/runtime.js";
+import { type SearchResponse, vectorSearch } from "../shared/search.js";
+import { type Dataset, makeDataset, queries } from "./support/fixtures.js";
+
+let stack: Stack;
+let ds: Dataset;
+let lambda: LambdaClient;
+const [q0 = [], q1 = []] = queries(2, 11);
+
+beforeAll(async () => {
+  stack = await startStack({
+    dataDir: await mkdtemp(join(tmpdir(), "fanout-stack-")),
+    apiPort: 0,
+    s3Port: 0,
+    lambdaPort: 0,
+  });
+  Object.assign(process.env, stack.env);
+  ds = await makeDataset({
+    db: { uri: `s3://${stack.bucket}/db`, storageOptions: stack.s3.storageOptions() },
+    rounds: [4000, 1500, 6000],
+  });
+  lambda = new LambdaClient({ endpoint: stack.lambda.endpoint, maxAttempts: 1 });
+});
+
+afterAll(async () => {
+  lambda?.destroy();
+  await stack?.stop();
+});
+
+async function httpSearch(
+  body: unknown,
+): Promise<{ status: number; json: SearchResponse & { error?: { code: string } } }> {
+  const res = await fetch(`${stack.api.url}/search`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, json: (await res.json()) as never };
+}
+
+const request = () => ({ dataset: ds.uri, query: [q0, q1], k: 10, nprobes: 2, select: ["id"] });
+
+describe("the local stack", () => {
+  test("HTTP, direct Lambda invoke and the in-process library give the same answer", async () => {
+    const http = await httpSearch(request());
+    expect(http.status).toBe(200);
+    const out = await lambda.send(
+      new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(request()) }),
+    );
+    expect(out.FunctionError).toBeUndefined();
+    const direct = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")) as SearchResponse;
+    const runtime = createRuntime(
+      loadConfig({ ...process.env, LANCE_FANOUT_VIEW_ROOT: await mkdtemp(join(tmpdir(), "v-")) }),
+    );
+    const local = await vectorSearch({ ...request(), version: http.json.version }, { runtime });
+    expect(http.json.results).toHaveLength(20);
+    expect(http.json.results).toEqual(local.results);
+    expect(direct.results).toEqual(local.results);
+    expect(http.json.plan.tasks).toBe(ds.segments);
+    for (const g of http.json.plan.groups) expect(g.searchedSegments).toBe(g.segments.length);
+  });
+
+  test("caller mistakes come back as 4xx with their code, over HTTP and direct invoke", async () => {
+    const http = await httpSearch({ ...request(), k: 0 });
+    expect(http.status).toBe(400);
+    expect(http.json.error?.code).toBe("INVALID_REQUEST");
+    const missing = await httpSearch({
+      ...request(),
+      dataset: `s3://${stack.bucket}/db/none.lance`,
+    });
+    expect(missing.status).toBe(404);
+    const out = await lambda.send(
+      new InvokeCommand({
+        FunctionName: FUNCTIONS.planner,
+        Payload: JSON.stringify({ ...request(), filter: "x = = 1" }),
+      }),
+    );
+    expect(JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")).error.code).toBe(
+      "INVALID_REQUEST",
+    );
+  });
+
+  test("20 concurrent HTTP searches all succeed with the right results", async () => {
+    const expected = await httpSearch(request());
+    const answers = await Promise.all(Array.from({ length: 20 }, () => httpSearch(request())));
+    for (const answer of answers) {
+      expect(answer.status).toBe(200);
+      expect(answer.json.results).toEqual(expected.json.results);
+    }
+  });
+
+  test("a segment-search worker killed mid-invocation fails the query clearly; the next succeeds", async () => {
+    const heavy = { dataset: ds.uri, query: queries(400, 3), k: 200, nprobes: 4, refineFactor: 4 };
+    const pending = httpSearch(heavy);
+    let killed: number[] = [];
+    for (let i = 0; i < 2000 && killed.length === 0; i++) {
+      if ((stack.lambda.stats()[FUNCTIONS.segmentSearch]?.busy ?? 0) > 0) {
+        killed = stack.lambda.workerPids(FUNCTIONS.segmentSearch);
+        for (const pid of killed) process.kill(pid, "SIGKILL");
+      } else {
+        await new Promise((r) => setTimeout(r, 1));
+      }
+    }
+    expect(killed.length).toBeGreaterThan(0);
+    const failed = await pending;
+    expect(failed.status).toBe(502);
+    expect(failed.json.error?.code).toBe("SEGMENT_SEARCH_FAILED");
+    const next = await httpSearch(request());
+    expect(next.status).toBe(200);
+    for (const pid of killed) expect(isAlive(pid)).toBe(false);
+    expect(stack.lambda.workerPids(FUNCTIONS.segmentSearch).length).toBeLessThanOrEqual(8);
+  });
+
+  test("nothing listens on anything but 127.0.0.1", async () => {
+    const ports = new Set([stack.s3.port, stack.lambda.port, stack.api.port]);
+    const listening = await listeningSockets();
+    const ours = listening.filter((s) => ports.has(s.port));
+    expect(ours.map((s) => s.port).sort()).toEqual([...ports].sort());
+    for (const socket of ours) expect(socket.address).toBe("127.0.0.1");
+  });
+});
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Listening TCP sockets from /proc/net/tcp{,6}: address and port. */
+async function listeningSockets(): Promise<{ address: string; port: number }[]> {
+  const sockets: { address: string; port: number }[] = [];
+  for (const file of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const text = await readFile(file, "utf8").catch(() => "");
+    for (const line of text.split("\n").slice(1)) {
+      const [, local, , state] = line.trim().split(/\s+/);
+      if (state !== "0A" || !local) continue; // 0A = LISTEN
+      const [hex = "", portHex = "0"] = local.split(":");
+      const address =
+        hex.length === 8
+          ? (hex
+              .match(/../g)
+              ?.reverse()
+              .map((b) => Number.parseInt(b, 16))
+              .join(".") ?? hex)
+          : hex === "00000000000000000000000000000000"
+            ? "::"
+            : hex;
+      sockets.push({ address, port: Number.parseInt(portHex, 16) });
+    }
+  }
+  return sockets;
+}
