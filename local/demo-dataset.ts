@@ -34,8 +34,8 @@ const CLUSTERS = 32;
 export async function ensureDemoDataset(options: DemoDatasetOptions): Promise<DemoDataset> {
   const name = options.table ?? "demo";
   const db = await lancedb.connect(options.db, { storageOptions: options.storageOptions ?? {} });
-  if ((await db.tableNames()).includes(name)) {
-    const table = await db.openTable(name);
+  const table = await db.openTable(name).catch(() => undefined);
+  if (table) {
     const existing = await describe(options.db, name, table);
     table.close();
     if (

@@ -65,7 +65,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   try {
     // The planner's env names the Lambda endpoint, so its port is fixed before it starts.
     const lambdaPort = options.lambdaPort === 0 ? await freePort() : (options.lambdaPort ?? 9001);
-    const env = functionEnv(s3, bucket, `http://127.0.0.1:${lambdaPort}`);
+    const env = localEnv(s3.endpoint, `http://127.0.0.1:${lambdaPort}`, bucket);
     const bundles = await bundleFunctions();
     const fn = (name: string, module: string, concurrency: number) => ({
       name,
@@ -99,18 +99,23 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 }
 
 /**
+ * The environment of the local stack's functions, and of any client of it in this process.
  * Everything points at loopback: explicit endpoints and credentials, no instance metadata, so
  * neither the AWS SDK nor lancedb (which re-opens fresh clones without their storage options)
  * can fall back to AWS.
  */
-function functionEnv(s3: LocalS3, bucket: string, lambdaEndpoint: string): Record<string, string> {
+export function localEnv(
+  s3Endpoint: string,
+  lambdaEndpoint: string,
+  bucket = "lance-fanout",
+): Record<string, string> {
   return {
     AWS_EC2_METADATA_DISABLED: "true",
     AWS_REGION: "us-east-1",
-    AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
-    AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
-    AWS_ENDPOINT_URL: s3.endpoint,
-    AWS_ENDPOINT_URL_S3: s3.endpoint,
+    AWS_ACCESS_KEY_ID: "S3RVER",
+    AWS_SECRET_ACCESS_KEY: "S3RVER",
+    AWS_ENDPOINT_URL: s3Endpoint,
+    AWS_ENDPOINT_URL_S3: s3Endpoint,
     AWS_ENDPOINT_URL_LAMBDA: lambdaEndpoint,
     AWS_ALLOW_HTTP: "true",
     LANCE_FANOUT_S3_VIEW_PREFIX: "lance-fanout-views",

@@ -7,7 +7,7 @@ import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
-import { FUNCTIONS, startStack } from "../local/stack.js";
+import { FUNCTIONS, localEnv, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { storageOptions } from "../shared/dataset.js";
 import { isErrorBody } from "../shared/errors.js";
@@ -30,6 +30,18 @@ interface RequestOptions {
   refineFactor?: number;
   maxTasks?: number;
   select?: string;
+}
+
+/**
+ * Points every SDK and lancedb call of this process at the local stack (its default ports, or
+ * `LANCE_FANOUT_S3_PORT` / `LANCE_FANOUT_LAMBDA_PORT`), unless the environment already names
+ * endpoints: nothing falls back to AWS by accident.
+ */
+export function useLocalStack(): void {
+  if (process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL) return;
+  const s3 = `http://127.0.0.1:${process.env.LANCE_FANOUT_S3_PORT ?? 4569}`;
+  const lambda = `http://127.0.0.1:${process.env.LANCE_FANOUT_LAMBDA_PORT ?? 9001}`;
+  Object.assign(process.env, localEnv(s3, lambda));
 }
 
 function toRequest(o: RequestOptions, dimension = 64): SearchRequest {
@@ -73,6 +85,7 @@ export async function serveCommand(o: {
   });
   // This process writes the demo dataset through lancedb: keep it on loopback like the functions.
   Object.assign(process.env, stack.env);
+  console.log(`local S3 on ${stack.s3.endpoint}, Lambda on ${stack.lambda.endpoint}`);
   const stop = async () => {
     console.log("\nstopping…");
     await stack.stop();
@@ -87,6 +100,14 @@ export async function serveCommand(o: {
     rows: o.rows,
     progress: (line) => console.log(`demo dataset: ${line}`),
   });
+  const started = performance.now();
+  await fetch(`${stack.api.url}/search`, {
+    method: "POST",
+    body: JSON.stringify({ dataset: demo.uri, query: Array(64).fill(0.5), k: 1 }),
+  });
+  console.log(
+    `warm-up search (segment views ready) in ${Math.round(performance.now() - started)} ms`,
+  );
   const example = {
     dataset: demo.uri,
     query: Array.from({ length: 64 }, (_, i) => Number((0.3 + (i % 7) * 0.05).toFixed(2))),

@@ -3,7 +3,13 @@
  * The `fanout` command line: serve the local stack, search, plan, make datasets.
  */
 import { Command, InvalidArgumentError } from "commander";
-import { makeDatasetCommand, planCommand, searchCommand, serveCommand } from "./commands.js";
+import {
+  makeDatasetCommand,
+  planCommand,
+  searchCommand,
+  serveCommand,
+  useLocalStack,
+} from "./commands.js";
 
 const integer = (value: string) => {
   const n = Number(value);
@@ -70,4 +76,15 @@ program
   .option("--segments <n>", "index segments to reach at least", integer, 8)
   .action(makeDatasetCommand);
 
-await program.parseAsync();
+program.option(
+  "--aws",
+  "talk to AWS with the SDK's default configuration instead of the local stack",
+);
+program.hook("preAction", (command) => {
+  if (!command.opts().aws) useLocalStack();
+});
+
+await program.parseAsync().catch((err: unknown) => {
+  console.error(`fanout: ${err instanceof Error ? err.message : String(err)}`);
+  process.exit(1);
+});
