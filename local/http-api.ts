@@ -15,6 +15,7 @@ import {
   LambdaServiceException,
   TooManyRequestsException,
 } from "@aws-sdk/client-lambda";
+import pRetry from "p-retry";
 
 export interface HttpApiOptions {
   /** @default 0 = pick a free port */
@@ -49,21 +50,32 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     region: "us-east-1",
     // The local service checks no signature; static keys keep the SDK off every credential source.
     credentials: { accessKeyId: "local", secretAccessKey: "local" },
-    // API Gateway does not retry a throttled invoke: the caller gets the 429.
     maxAttempts: 1,
   });
-  const invoke: Invoke = (event) =>
-    client.send(
-      new InvokeCommand({ FunctionName: plannerFunction, Payload: JSON.stringify(event) }),
-    );
+  // On AWS the planner scales out; here its pool is fixed, so a throttled invoke waits for a free
+  // worker (bounded, jittered) instead of passing the 429 on. A 429 after that still reaches the
+  // caller.
+  const invoke: Invoke = (event) => {
+    const command = new InvokeCommand({
+      FunctionName: plannerFunction,
+      Payload: JSON.stringify(event),
+    });
+    return pRetry(() => client.send(command), {
+      retries: 40,
+      minTimeout: 25,
+      maxTimeout: 1_000,
+      randomize: true,
+      shouldRetry: ({ error }) => error instanceof TooManyRequestsException,
+    });
+  };
 
   const server = createServer((req, res) => {
     route(req, res, invoke).catch((err: unknown) => {
       sendError(res, 500, "INTERNAL", err instanceof Error ? err.message : String(err));
     });
-    // Outlive the SDK's idle keep-alive sockets, or a reused socket meets a close (ECONNRESET).
-    server.keepAliveTimeout = 65_000;
   });
+  // Outlive the SDK's idle keep-alive sockets, or a reused socket meets a close (ECONNRESET).
+  server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, HOST, () => {

@@ -83,6 +83,9 @@ const WORKER_ENTRY = fileURLToPath(
 /** tsx's loader resolved from here, so workers load TypeScript whatever their cwd. */
 const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
 
+/** Lambda's limit on an execution environment's init phase. */
+const INIT_TIMEOUT_MS = 10_000;
+
 /** What an invocation answers: the payload's JSON text, and whether it is a function error. */
 interface Outcome {
   readonly payload: string;
@@ -107,9 +110,9 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
     handle(req, res, pools, () => stopping).catch((err: unknown) => {
       sendError(res, 500, "ServiceException", { Type: "Service", Message: String(err) });
     });
-    // Outlive the SDK's idle keep-alive sockets, or a reused socket meets a close (ECONNRESET).
-    server.keepAliveTimeout = 65_000;
   });
+  // Outlive the SDK's idle keep-alive sockets, or a reused socket meets a close (ECONNRESET).
+  server.keepAliveTimeout = 65_000;
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(port, HOST, () => {
@@ -355,7 +358,21 @@ class FunctionPool {
 
   async #run(id: string, event: string): Promise<Outcome> {
     const worker = this.#idle.pop() ?? this.#spawn();
-    // The clock includes a cold start, so a worker that hangs while importing is killed too.
+    // Like Lambda, the init phase (importing the handler) has its own limit and does not count
+    // against the function's timeout.
+    const init = await Promise.race([
+      worker.ready.then(() => "ready" as const),
+      worker.exited.then(() => "exited" as const),
+      new Promise<"timeout">((resolve) => setTimeout(resolve, INIT_TIMEOUT_MS, "timeout").unref()),
+    ]);
+    if (init === "timeout") {
+      await worker.kill();
+      return unhandled({
+        errorType: "Runtime.InitError",
+        errorMessage: `RequestId: ${id} Init did not finish within ${INIT_TIMEOUT_MS / 1000} seconds`,
+        trace: [],
+      });
+    }
     const deadline = Date.now() + this.#timeoutMs;
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([
@@ -413,7 +430,8 @@ class FunctionPool {
 /** One worker process. */
 class Worker {
   readonly #child: ChildProcess;
-  readonly #ready: Promise<void>;
+  /** Settles once the worker has imported its handler (or failed to). */
+  readonly ready: Promise<void>;
   #reply: ((reply: InvokeReply) => void) | undefined;
   #killed = false;
   /** Resolves once the process is gone, with Lambda's wording of why ("exit status 1"). */
@@ -438,7 +456,7 @@ class Worker {
         if (child.pid === undefined) resolve(`spawn failed: ${err.message}`);
       });
     });
-    this.#ready = new Promise((resolve) => {
+    this.ready = new Promise((resolve) => {
       child.on("message", (message: WorkerMessage) => {
         if (message.type === "ready") resolve();
         else this.#reply?.(message);
@@ -457,7 +475,7 @@ class Worker {
 
   /** Never settles if the worker dies: callers race it with {@link exited}. */
   async invoke(message: InvokeMessage): Promise<InvokeReply> {
-    await this.#ready;
+    await this.ready;
     return new Promise((resolve) => {
       this.#reply = resolve;
       // A failed send means the worker is exiting, which `exited` reports.

@@ -5,6 +5,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { createServer } from "node:net";
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { bundleFunctions } from "./bundle.js";
 import { type HttpApi, startHttpApi } from "./http-api.js";
@@ -23,9 +24,8 @@ export interface StackOptions {
   /** Bucket holding datasets and views. @default "lance-fanout" */
   readonly bucket?: string;
   /**
-   * Worker processes per function (its concurrency limit, like reserved concurrency). The
-   * planner mostly waits, so it gets more; segment-search calls over the limit get 429 and the
-   * planner retries them with backoff. @default { planner: 24, segmentSearch: 8, merge: 4 }
+   * Worker processes per function (its concurrency limit, like reserved concurrency). Calls over
+   * the limit get 429; the planner and the HTTP API retry them with jittered backoff. @default { planner: 8, segmentSearch: 8, merge: 4 }
    */
   readonly concurrency?: {
     readonly planner?: number;
@@ -79,7 +79,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       workerEntry: bundles.worker,
       env,
       functions: [
-        fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 24),
+        fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 8),
         fn(FUNCTIONS.segmentSearch, bundles.segmentSearch, limits.segmentSearch ?? 8),
         fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4),
       ],
@@ -123,6 +123,10 @@ export function localEnv(
     LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION: FUNCTIONS.segmentSearch,
     LANCE_FANOUT_MERGE_FUNCTION: FUNCTIONS.merge,
     LANCEDB_LOG: "error",
+    LANCE_FANOUT_LOG: process.env.LANCE_FANOUT_LOG ?? "on",
+    // Workers share this machine's cores: the planner's cost model must know.
+    LANCE_FANOUT_PARALLELISM: String(availableParallelism()),
+    LANCE_FANOUT_INVOKE_MS: "3",
     // Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
   };

@@ -55,8 +55,14 @@ process.on("message", (message: InvokeMessage) => {
 });
 // Never outlive the service: if the parent dies without killing us, the IPC channel closes.
 process.on("disconnect", () => process.exit(0));
-// Messages that arrive before the listener above exists are lost, so the parent waits for this.
-send({ type: "ready" } satisfies WorkerMessage);
+// Like Lambda's init phase: import the handler before the first invocation, outside its timeout.
+// A failed import is reported by the first invocation. Messages that arrive before the listener
+// above exists are lost, so the parent waits for this.
+handler = loadHandler(modulePath);
+handler.then(
+  () => send({ type: "ready" } satisfies WorkerMessage),
+  () => send({ type: "ready" } satisfies WorkerMessage),
+);
 
 async function invoke(message: InvokeMessage, path: string): Promise<InvokeReply> {
   const { id, event, deadline } = message;

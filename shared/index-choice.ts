@@ -21,17 +21,21 @@ export interface IndexChoice {
   readonly metric: DistanceType;
   /** Segments covering at least one live fragment, ordered by uuid. */
   readonly segments: readonly Segment[];
+  /** Live fragments no segment covers, with their live rows, ordered by id. */
+  readonly unindexed: readonly { readonly id: number; readonly rows: number }[];
 }
 
 export interface IndexRequest {
   readonly column?: string | undefined;
   readonly indexName?: string | undefined;
   readonly distanceType?: DistanceType | undefined;
+  /** Without a vector index, answer a plan with no segments (every fragment unindexed). */
+  readonly allowMissing?: boolean;
 }
 
 /**
  * @throws FanoutError `INVALID_REQUEST` (column), `INDEX_NOT_FOUND`, `AMBIGUOUS_INDEX`,
- *   `METRIC_MISMATCH`, `INCOMPLETE_INDEX_COVERAGE`.
+ *   `METRIC_MISMATCH`.
  */
 export function chooseIndex(manifest: Manifest, request: IndexRequest): IndexChoice {
   const field = chooseColumn(manifest, request.column);
@@ -42,6 +46,15 @@ export function chooseIndex(manifest: Manifest, request: IndexRequest): IndexCho
   }
   const names = request.indexName ? [request.indexName] : [...byName.keys()];
   const chosen = names[0] === undefined ? undefined : byName.get(names[0]);
+  if (!chosen && request.allowMissing && !request.indexName) {
+    return {
+      name: "",
+      column: field.name,
+      dimension: vectorDimension(field) ?? 0,
+      metric: request.distanceType ?? "l2",
+      ...coverage(manifest, []),
+    };
+  }
   if (!chosen) {
     const which = request.indexName ? `named "${request.indexName}" ` : "";
     throw new FanoutError("INDEX_NOT_FOUND", `no vector index ${which}on column "${field.name}"`);
@@ -64,8 +77,20 @@ export function chooseIndex(manifest: Manifest, request: IndexRequest): IndexCho
     column: field.name,
     dimension: vectorDimension(field) ?? 0,
     metric,
-    segments: coveredSegments(manifest, chosen),
+    ...coverage(manifest, chosen),
   };
+}
+
+/** The error of `coverage: "require"` when some live fragments are not indexed. */
+export function incompleteCoverage(index: IndexChoice): FanoutError {
+  const rows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
+  return new FanoutError(
+    "INCOMPLETE_INDEX_COVERAGE",
+    `${index.unindexed.length} fragment(s) with ${rows} live rows are not covered by index ` +
+      `"${index.name}": ${index.unindexed.map((f) => `${f.id} (${f.rows} rows)`).join(", ")}; ` +
+      `set coverage to "fallback" to search them exactly or "indexed-only" to skip them`,
+    { details: { fragments: index.unindexed } },
+  );
 }
 
 function chooseColumn(manifest: Manifest, column: string | undefined): ManifestField {
@@ -103,8 +128,8 @@ function indexMetric(segments: readonly ManifestSegment[]): DistanceType {
   return metric;
 }
 
-/** Effective coverage (bitmap ∩ live fragments); every live fragment must be covered. */
-function coveredSegments(manifest: Manifest, segments: readonly ManifestSegment[]): Segment[] {
+/** Effective coverage (bitmap ∩ live fragments) of each segment, and the uncovered fragments. */
+function coverage(manifest: Manifest, segments: readonly ManifestSegment[]) {
   const liveRows = new Map(manifest.fragments.map((f) => [f.id, f.liveRows]));
   const covered = new Set<number>();
   const result: Segment[] = [];
@@ -120,15 +145,12 @@ function coveredSegments(manifest: Manifest, segments: readonly ManifestSegment[
     const rows = fragments.reduce((sum, id) => sum + (liveRows.get(id) ?? 0), 0);
     if (fragments.length > 0) result.push({ uuid: segment.uuid, fragments, rows });
   }
-  const uncovered = manifest.fragments.filter((f) => !covered.has(f.id) && f.liveRows > 0);
-  if (uncovered.length > 0) {
-    const rows = uncovered.reduce((sum, f) => sum + f.liveRows, 0);
-    throw new FanoutError(
-      "INCOMPLETE_INDEX_COVERAGE",
-      `${uncovered.length} fragment(s) with ${rows} live rows are not covered by index ` +
-        `"${segments[0]?.name}": ${uncovered.map((f) => `${f.id} (${f.liveRows} rows)`).join(", ")}`,
-      { details: { fragments: uncovered.map((f) => ({ id: f.id, rows: f.liveRows })) } },
-    );
-  }
-  return result.sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0));
+  const unindexed = manifest.fragments
+    .filter((f) => !covered.has(f.id) && f.liveRows > 0)
+    .map((f) => ({ id: f.id, rows: f.liveRows }))
+    .sort((a, b) => a.id - b.id);
+  return {
+    segments: result.sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0)),
+    unindexed,
+  };
 }

@@ -15,12 +15,20 @@ export interface Hit {
   readonly rowId: bigint;
 }
 
-/** `tasks[t][q]` holds task t's candidates for query q. Returns hits sorted by query, distance, row id. */
+/**
+ * `tasks[t][q]` holds task t's candidates for query q of the range. Keeps ranks offset+1 ..
+ * offset+k of each query; query ids start at `queryOffset`. Sorted by query, distance, row id.
+ */
 export function mergeCandidates(
   tasks: readonly (readonly QueryCandidates[])[],
-  k: number,
-  queryCount: number,
+  range: {
+    readonly k: number;
+    readonly offset: number;
+    readonly queryOffset: number;
+    readonly queryCount: number;
+  },
 ): Hit[] {
+  const { k, offset, queryOffset, queryCount } = range;
   const hits: Hit[] = [];
   for (let queryId = 0; queryId < queryCount; queryId++) {
     const pool: Hit[] = [];
@@ -28,10 +36,14 @@ export function mergeCandidates(
       const list = task[queryId];
       if (!list) throw new TypeError(`A task returned no candidate list for query ${queryId}`);
       list.rowIds.forEach((rowId, i) => {
-        pool.push({ queryId, distance: list.distances[i] ?? Number.NaN, rowId });
+        pool.push({
+          queryId: queryOffset + queryId,
+          distance: list.distances[i] ?? Number.NaN,
+          rowId,
+        });
       });
     }
-    hits.push(...pool.sort(compareHits).slice(0, k));
+    hits.push(...pool.sort(compareHits).slice(offset, offset + k));
   }
   return hits;
 }

@@ -1,30 +1,48 @@
 /**
  * The planner: pins a version, reads its manifest, chooses the index, checks the request against
- * the schema and groups the index segments into tasks.
+ * the schema, and splits the work into segment groups x query chunks.
  * @module
  */
 import { encodeVectors } from "./codec.js";
 import { FanoutError } from "./errors.js";
-import { type Group, groupSegments } from "./grouping.js";
-import { chooseIndex, type IndexChoice } from "./index-choice.js";
+import { type Group, segmentCost } from "./grouping.js";
+import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
 import { readManifest } from "./manifest-store.js";
 import type { ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
+import { type ExecutionProfile, splitWork } from "./strategy.js";
 import type { SegmentTask } from "./tasks.js";
+
+/** A group of the plan: index segments searched through the index, or unindexed fragments searched flat. */
+export interface PlannedGroup extends Group {
+  readonly kind: "index" | "flat";
+}
 
 export interface SearchPlan {
   readonly dataset: string;
   readonly version: number;
   readonly index: IndexChoice;
-  readonly groups: readonly Group[];
+  readonly strategy: "single" | "segments" | "queries" | "hybrid";
+  readonly groups: readonly PlannedGroup[];
+  /** Query ranges `[start, end)`; every group is searched once per chunk. */
+  readonly chunks: readonly (readonly [number, number])[];
+  readonly estimatedMs: number;
+  /** Live rows left out (coverage "indexed-only"); 0 when the answer covers every row. */
+  readonly unsearchedRows: number;
 }
 
-export async function plan(request: ValidSearchRequest, runtime: Runtime): Promise<SearchPlan> {
+export async function plan(
+  request: ValidSearchRequest,
+  runtime: Runtime,
+  profile: ExecutionProfile,
+): Promise<SearchPlan> {
   const location = runtime.resolveDataset(request.dataset);
   const version = request.version ?? (await runtime.tables.latestVersion(location));
   const table = await runtime.tables.at(location, version);
   const manifest = await readManifest(runtime.objects, location.uri, version);
-  const index = chooseIndex(manifest, request);
+  const coverage = request.coverage ?? "require";
+  const index = chooseIndex(manifest, { ...request, allowMissing: coverage === "fallback" });
+  if (index.unindexed.length > 0 && coverage === "require") throw incompleteCoverage(index);
   const dimension = request.queries[0]?.length;
   if (dimension !== index.dimension) {
     throw new FanoutError(
@@ -48,38 +66,82 @@ export async function plan(request: ValidSearchRequest, runtime: Runtime): Promi
         throw new FanoutError("INVALID_REQUEST", `filter: ${lanceMessage(err)}`, { cause: err });
       });
   }
-  const maxGroups = Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks);
+  const flat = coverage === "fallback" ? flatGroup(index) : [];
+  const split = splitWork({
+    segments: index.segments,
+    queries: request.queries.length,
+    dimension: index.dimension,
+    limit: request.k + (request.offset ?? 0),
+    maxTasks: Math.max(
+      1,
+      Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks) - flat.length,
+    ),
+    strategy: request.strategy ?? "auto",
+    profile,
+  });
+  const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
   return {
     dataset: location.uri,
     version,
     index,
-    groups: groupSegments(index.segments, maxGroups),
+    strategy: split.strategy,
+    groups: [
+      ...(index.segments.length > 0
+        ? split.groups.map((g) => ({ ...g, kind: "index" as const }))
+        : []),
+      ...flat,
+    ],
+    chunks: split.chunks,
+    estimatedMs: split.estimatedMs,
+    unsearchedRows: coverage === "indexed-only" ? unindexedRows : 0,
   };
 }
 
-/** One task per group; every task carries all query vectors. */
+/**
+ * Unindexed fragments, searched exactly by Lance itself (`bypassVectorIndex`), so distances keep
+ * Lance's metric semantics; one flat group, since unindexed data is a small tail.
+ */
+function flatGroup(index: IndexChoice): PlannedGroup[] {
+  if (index.unindexed.length === 0) return [];
+  const rows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
+  return [
+    {
+      kind: "flat",
+      segments: [],
+      fragments: index.unindexed.map((f) => f.id),
+      rows,
+      cost: segmentCost(0, rows),
+    },
+  ];
+}
+
+/** One task per (group, chunk); each carries only its chunk's query vectors. */
 export function tasksOf(
   searchPlan: SearchPlan,
   request: ValidSearchRequest,
   requestId: string,
 ): SegmentTask[] {
-  const queries = encodeVectors(request.queries);
-  return searchPlan.groups.map((group, i) => ({
-    requestId,
-    dataset: searchPlan.dataset,
-    version: searchPlan.version,
-    column: searchPlan.index.column,
-    indexName: searchPlan.index.name,
-    metric: searchPlan.index.metric,
-    group: i,
-    segments: [...group.segments],
-    fragments: [...group.fragments],
-    queries,
-    k: request.k,
-    filter: request.filter,
-    nprobes: request.nprobes,
-    refineFactor: request.refineFactor,
-  }));
+  return searchPlan.chunks.flatMap(([start, end], chunk) => {
+    const queries = encodeVectors(request.queries.slice(start, end));
+    return searchPlan.groups.map((group, i) => ({
+      requestId,
+      dataset: searchPlan.dataset,
+      version: searchPlan.version,
+      column: searchPlan.index.column,
+      indexName: searchPlan.index.name,
+      metric: searchPlan.index.metric,
+      kind: group.kind,
+      group: i,
+      chunk,
+      segments: [...group.segments],
+      fragments: [...group.fragments],
+      queries,
+      limit: request.k + (request.offset ?? 0),
+      filter: request.filter,
+      nprobes: request.nprobes,
+      refineFactor: request.refineFactor,
+    }));
+  });
 }
 
 /** The first line of a lance error, without its Rust source locations. */

@@ -26,6 +26,14 @@ const columnName = z.string().min(1).max(1024);
 export const DISTANCE_TYPES = ["l2", "cosine", "dot"] as const;
 export type DistanceType = (typeof DISTANCE_TYPES)[number];
 
+/** What to do with live fragments the index does not cover. */
+export const COVERAGE_MODES = ["require", "fallback", "indexed-only"] as const;
+export type Coverage = (typeof COVERAGE_MODES)[number];
+
+/** How the work is split into tasks: by segment group, by query chunk, or both. */
+export const STRATEGIES = ["auto", "single", "segments", "queries", "hybrid"] as const;
+export type Strategy = (typeof STRATEGIES)[number];
+
 export const searchRequestSchema = z
   .strictObject({
     /** `s3://bucket/prefix/name.lance`, or a local path in embedded mode. */
@@ -51,6 +59,16 @@ export const searchRequestSchema = z
       .optional(),
     maxTasks: positiveInt(LIMITS.maxTasks).optional(),
     timeoutMs: positiveInt(LIMITS.maxTimeoutMs).optional(),
+    /** Rows to skip per query, for paging: results are ranks offset+1 .. offset+k. */
+    offset: z.number().int().min(0).max(LIMITS.maxK).optional(),
+    coverage: z.enum(COVERAGE_MODES).optional(),
+    strategy: z.enum(STRATEGIES).optional(),
+    /** Return the plan without searching. */
+    explain: z.boolean().optional(),
+  })
+  .refine((r) => r.k + (r.offset ?? 0) <= LIMITS.maxK, {
+    message: `k + offset must be at most ${LIMITS.maxK}`,
+    path: ["offset"],
   })
   .refine((r) => !Array.isArray(r.query[0]) || isRectangular(r.query as number[][]), {
     message: "every query vector must have the same dimension",

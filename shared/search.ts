@@ -3,12 +3,14 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
+import { decodeCandidates, type EncodedCandidates, encodeCandidates } from "./codec.js";
 import { FanoutError, toFanoutError } from "./errors.js";
 import { type Invoker, inProcessInvoker } from "./invoker.js";
 import { plan, type SearchPlan, tasksOf } from "./planner.js";
 import { parseSearchRequest, type SearchRequest, type ValidSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
-import type { MergeInput, ResultRow, TaskCandidates } from "./tasks.js";
+import { chunkRanges } from "./strategy.js";
+import type { MergeInput, ResultRow, SegmentTask, TaskCandidates } from "./tasks.js";
 
 /** The synchronous invoke payload limit of AWS Lambda, for requests and responses. */
 export const MAX_PAYLOAD_BYTES = 6 * 1024 * 1024;
@@ -31,13 +33,21 @@ export interface PlanResponse {
     readonly segments: number;
   };
   readonly plan: {
+    readonly strategy: SearchPlan["strategy"];
     readonly tasks: number;
+    readonly queryChunks: number;
+    readonly estimatedMs: number;
     readonly groups: readonly {
+      readonly kind: "index" | "flat";
       readonly segments: readonly string[];
       readonly rows: number;
       readonly cost: number;
     }[];
   };
+  /** True when rows were left out on purpose (coverage "indexed-only"). */
+  readonly partial: boolean;
+  /** Live rows not searched (coverage "indexed-only"). */
+  readonly unsearchedRows: number;
 }
 
 export interface SearchResponse extends PlanResponse {
@@ -50,15 +60,24 @@ export interface SearchResponse extends PlanResponse {
 }
 
 /**
- * Searches a Lance dataset with one task per segment group and merges the global top-k.
- * The request is validated and its vectors copied before this returns its promise.
+ * Searches a Lance dataset with one task per segment group (and query chunk) and merges the
+ * global top-k. The request is validated and its vectors copied before this returns its promise.
+ * With `explain: true` it answers the plan only.
  * @example
  * const { results } = await vectorSearch({ dataset: "s3://bucket/db/items.lance", query: [0.1, 0.2], k: 10 });
  */
 export function vectorSearch(
+  request: SearchRequest & { explain: true },
+  options?: SearchOptions,
+): Promise<PlanResponse>;
+export function vectorSearch(
+  request: SearchRequest,
+  options?: SearchOptions,
+): Promise<SearchResponse>;
+export function vectorSearch(
   request: SearchRequest,
   options: SearchOptions = {},
-): Promise<SearchResponse> {
+): Promise<SearchResponse | PlanResponse> {
   let valid: ValidSearchRequest;
   try {
     valid = parseSearchRequest(request);
@@ -72,57 +91,91 @@ export function vectorSearch(
   });
 }
 
-/** Plans a search without running it: the version, the index and the groups. */
+/** Plans a search without running it: the version, the index, the groups and chunks. */
 export async function planSearch(
   request: SearchRequest,
   options: SearchOptions = {},
 ): Promise<PlanResponse> {
   const valid = parseSearchRequest(request);
-  return describePlan(await plan(valid, options.runtime ?? defaultRuntime()));
+  const runtime = options.runtime ?? defaultRuntime();
+  const invoker = options.invoker ?? inProcessInvoker(runtime);
+  return describePlan(await plan(valid, runtime, invoker.profile));
 }
 
 async function execute(
   request: ValidSearchRequest,
   runtime: Runtime,
   options: SearchOptions,
-): Promise<SearchResponse> {
+): Promise<SearchResponse | PlanResponse> {
   const invoker = options.invoker ?? inProcessInvoker(runtime);
   const requestId = options.requestId ?? randomUUID();
-  const searchPlan = await plan(request, runtime);
-  const tasks = tasksOf(searchPlan, request, requestId);
-  for (const task of tasks) assertPayloadSize(task, "a segment-search task");
-  assertCandidatesFit(searchPlan, request);
-  const settled = await Promise.allSettled(tasks.map((task) => invoker.searchSegments(task)));
-  const candidates = collect(settled);
-  const mergeInput: MergeInput = {
-    requestId,
-    dataset: searchPlan.dataset,
-    version: searchPlan.version,
-    k: request.k,
-    queryCount: request.queries.length,
-    select: request.select,
-    candidates: candidates.map((c) => c.candidates),
-  };
-  assertPayloadSize(mergeInput, "the merge input (tasks x queries x k candidates)");
-  const { results } = await invoker.merge(mergeInput);
+  const searchPlan = await plan(request, runtime, invoker.profile);
   const described = describePlan(searchPlan);
+  if (request.explain) return described;
+  const tasks = tasksOf(searchPlan, request, requestId);
+  for (const task of tasks) assertPayloadSize(task, "a segment-search task", invoker);
+  const settled = await Promise.allSettled(tasks.map((t) => invoker.searchSegments(t)));
+  const candidates = collect(settled, tasks);
+  const merges = mergeInputs(searchPlan, request, requestId, candidates, invoker);
+  const outputs = await Promise.all(merges.map((input) => invoker.merge(input)));
+  const searched = new Map(candidates.filter((c) => c.chunk === 0).map((c) => [c.group, c]));
   return {
     ...described,
     plan: {
       ...described.plan,
       groups: described.plan.groups.map((g, i) => ({
         ...g,
-        searchedSegments: candidates[i]?.searchedSegments ?? 0,
+        searchedSegments: searched.get(i)?.searchedSegments ?? 0,
       })),
     },
-    results,
+    results: outputs.flatMap((o) => o.results),
   };
 }
 
-/** All tasks' candidates in group order, or one error naming every failed group. */
-function collect(settled: PromiseSettledResult<TaskCandidates>[]): TaskCandidates[] {
-  const failed = settled.flatMap((s, group) =>
-    s.status === "rejected" ? [{ group, error: toFanoutError(s.reason) }] : [],
+/**
+ * One merge per query chunk when its candidates fit one payload; otherwise the chunk's queries
+ * are split further, so merges stay within the limit and run side by side.
+ */
+function mergeInputs(
+  searchPlan: SearchPlan,
+  request: ValidSearchRequest,
+  requestId: string,
+  candidates: readonly TaskCandidates[],
+  invoker: Invoker,
+): MergeInput[] {
+  const base = {
+    requestId,
+    dataset: searchPlan.dataset,
+    version: searchPlan.version,
+    k: request.k,
+    offset: request.offset ?? 0,
+    select: request.select,
+  };
+  return searchPlan.chunks.flatMap(([start, end], chunk) => {
+    const lists = candidates.filter((c) => c.chunk === chunk).map((c) => c.candidates);
+    const input = { ...base, queryOffset: start, queryCount: end - start, candidates: lists };
+    const bytes = payloadBytes(input);
+    if (bytes <= invoker.profile.maxPayloadBytes * 0.9 || end - start === 1) return [input];
+    const parts = Math.ceil(bytes / (invoker.profile.maxPayloadBytes * 0.8));
+    const decoded = lists.map(decodeCandidates);
+    return chunkRanges(end - start, parts).map(([a, b]) => ({
+      ...base,
+      queryOffset: start + a,
+      queryCount: b - a,
+      candidates: decoded.map(
+        (perQuery): EncodedCandidates => encodeCandidates(perQuery.slice(a, b)),
+      ),
+    }));
+  });
+}
+
+/** All tasks' candidates, or one error naming every failed group (never a partial answer). */
+function collect(
+  settled: readonly PromiseSettledResult<TaskCandidates>[],
+  tasks: readonly SegmentTask[],
+): TaskCandidates[] {
+  const failed = settled.flatMap((s, i) =>
+    s.status === "rejected" ? [{ task: tasks[i], error: toFanoutError(s.reason) }] : [],
   );
   if (failed.length === 0) {
     return settled.map((s) => (s as PromiseFulfilledResult<TaskCandidates>).value);
@@ -130,16 +183,20 @@ function collect(settled: PromiseSettledResult<TaskCandidates>[]): TaskCandidate
   // A caller's mistake found inside a task is still the caller's mistake.
   const callerError = failed.find((f) => f.error.status < 500);
   if (callerError) throw callerError.error;
-  const groups = failed.map((f) => f.group);
+  const groups = [...new Set(failed.map((f) => f.task?.group))];
   throw new FanoutError(
     "SEGMENT_SEARCH_FAILED",
     `segment search failed for group(s) ${groups.join(", ")}: ${failed[0]?.error.message}`,
-    { details: { groups: failed.map((f) => ({ group: f.group, message: f.error.message })) } },
+    {
+      details: {
+        tasks: failed.map((f) => ({ group: f.task?.group, chunk: f.task?.chunk, message: f.error.message })),
+      },
+    },
   );
 }
 
 function describePlan(searchPlan: SearchPlan): PlanResponse {
-  const { index, groups } = searchPlan;
+  const { index, groups, chunks } = searchPlan;
   return {
     version: searchPlan.version,
     index: {
@@ -149,38 +206,32 @@ function describePlan(searchPlan: SearchPlan): PlanResponse {
       segments: index.segments.length,
     },
     plan: {
-      tasks: groups.length,
-      groups: groups.map((g) => ({ segments: g.segments, rows: g.rows, cost: g.cost })),
+      strategy: searchPlan.strategy,
+      tasks: groups.length * chunks.length,
+      queryChunks: chunks.length,
+      estimatedMs: Math.round(searchPlan.estimatedMs * 100) / 100,
+      groups: groups.map((g) => ({
+        kind: g.kind,
+        segments: g.segments,
+        rows: g.rows,
+        cost: g.cost,
+      })),
     },
+    partial: searchPlan.unsearchedRows > 0,
+    unsearchedRows: searchPlan.unsearchedRows,
   };
 }
 
-/**
- * Refuses, before any task runs, a search whose candidates could not travel in one invoke:
- * each task returns up to min(k, its rows) candidates per query, 12 bytes each before base64.
- */
-function assertCandidatesFit(searchPlan: SearchPlan, request: ValidSearchRequest): void {
-  const candidates = searchPlan.groups.map(
-    (g) => request.queries.length * Math.min(request.k, g.rows),
-  );
-  const bytes = (n: number) => Math.ceil((n * 12) / 3) * 4;
-  const largestTask = Math.max(0, ...candidates);
-  const total = candidates.reduce((sum, n) => sum + n, 0);
-  if (bytes(largestTask) > MAX_PAYLOAD_BYTES || bytes(total) > MAX_PAYLOAD_BYTES) {
-    throw new FanoutError(
-      "PAYLOAD_TOO_LARGE",
-      `up to ${total} candidates (queries x k x tasks) would not fit the merge input's ` +
-        `${MAX_PAYLOAD_BYTES}-byte Lambda payload limit; send fewer queries or a smaller k`,
-    );
-  }
+function payloadBytes(payload: unknown): number {
+  return Buffer.byteLength(JSON.stringify(payload));
 }
 
-function assertPayloadSize(payload: unknown, what: string): void {
-  const bytes = Buffer.byteLength(JSON.stringify(payload));
-  if (bytes > MAX_PAYLOAD_BYTES) {
+function assertPayloadSize(payload: unknown, what: string, invoker: Invoker): void {
+  const bytes = payloadBytes(payload);
+  if (bytes > invoker.profile.maxPayloadBytes) {
     throw new FanoutError(
       "PAYLOAD_TOO_LARGE",
-      `${what} would be ${bytes} bytes, over the ${MAX_PAYLOAD_BYTES}-byte Lambda payload limit`,
+      `${what} would be ${bytes} bytes, over the ${invoker.profile.maxPayloadBytes}-byte payload limit`,
     );
   }
 }

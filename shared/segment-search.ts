@@ -26,18 +26,24 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
     .vectorSearch(first)
     .column(task.column)
     .distanceType(task.metric)
-    .limit(task.k)
+    .limit(task.limit)
     .withRowId()
     .select(["_distance"]);
   for (const vector of rest) query = query.addQueryVector(vector);
   if (task.filter !== undefined) query = query.where(task.filter);
-  if (task.nprobes !== undefined) query = query.nprobes(task.nprobes);
-  if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
+  if (task.kind === "flat") {
+    // Lance computes the exact distances itself: no home-made metric can drift from its own.
+    query = query.bypassVectorIndex();
+  } else {
+    if (task.nprobes !== undefined) query = query.nprobes(task.nprobes);
+    if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
+  }
   const batch = await query.toArrow();
   return {
     group: task.group,
+    chunk: task.chunk,
     searchedSegments: view.searchedSegments,
-    candidates: encodeCandidates(splitByQuery(batch, queries.length, task.k)),
+    candidates: encodeCandidates(splitByQuery(batch, queries.length, task.limit)),
   };
 }
 

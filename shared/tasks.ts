@@ -22,40 +22,52 @@ export const encodedCandidatesSchema = z.strictObject({
   distances: base64,
 });
 
-/** One segment-search task: search one group's segments of a pinned version. */
+/** One segment-search task: search one group of a pinned version for one chunk of queries. */
 export const segmentTaskSchema = z.strictObject({
   requestId: z.string().max(256),
   dataset: z.string().min(1),
   version: z.number().int().min(1),
   column: z.string().min(1),
-  indexName: z.string().min(1),
+  /** Empty for a flat task over a dataset without a vector index. */
+  indexName: z.string(),
   metric: z.enum(DISTANCE_TYPES),
+  /** `index`: ANN over the group's segments; `flat`: exact search of unindexed fragments. */
+  kind: z.enum(["index", "flat"]),
   group: count,
-  segments: z.array(uuid).min(1),
+  chunk: count,
+  segments: z.array(uuid),
   fragments: z.array(count).min(1),
   queries: encodedVectorsSchema,
-  k: z.number().int().min(1).max(LIMITS.maxK),
+  /** Candidates per query: k + offset. */
+  limit: z.number().int().min(1).max(LIMITS.maxK),
   filter: z.string().min(1).optional(),
   nprobes: z.number().int().min(1).max(LIMITS.maxNprobes).optional(),
   refineFactor: z.number().int().min(1).max(LIMITS.maxRefineFactor).optional(),
 });
 export type SegmentTask = z.infer<typeof segmentTaskSchema>;
 
-/** What a task returns: at most k candidates per query, each list sorted by (distance, row id). */
+/** What a task returns: at most `limit` candidates per query, sorted by (distance, row id). */
 export const taskCandidatesSchema = z.strictObject({
   group: count,
+  chunk: count,
   /** Index segments of the view the task searched, as Lance reports them. */
   searchedSegments: count,
   candidates: encodedCandidatesSchema,
 });
 export type TaskCandidates = z.infer<typeof taskCandidatesSchema>;
 
-/** The merge step: global top-k per query, then the `select` columns of the winners. */
+/**
+ * One merge: global top-k per query for a range of queries, over every group's candidates for
+ * those queries, then the `select` columns of the winners.
+ */
 export const mergeInputSchema = z.strictObject({
   requestId: z.string().max(256),
   dataset: z.string().min(1),
   version: z.number().int().min(1),
   k: z.number().int().min(1).max(LIMITS.maxK),
+  offset: z.number().int().min(0).max(LIMITS.maxK),
+  /** Query id of the first query of the range. */
+  queryOffset: z.number().int().min(0).max(LIMITS.maxQueries),
   queryCount: z.number().int().min(1).max(LIMITS.maxQueries),
   select: z.array(z.string().min(1)).optional(),
   candidates: z.array(encodedCandidatesSchema),

@@ -153,18 +153,6 @@ describe("caller mistakes are 4xx with a stable code", () => {
     const bad = await plannerHandler(event("{not json"));
     expect(bad).toMatchObject({ statusCode: 400 });
   });
-
-  test("a merge input over the Lambda payload limit is 413, not a failed invoke", async () => {
-    // 2 tasks x 1000 queries x 10000 candidates would not fit one synchronous invoke.
-    const many = Array.from({ length: 1000 }, () => q);
-    const invoker = inProcessInvoker(runtime);
-    const big = { ...invoker, merge: () => Promise.reject(new Error("merge must not be invoked")) };
-    await expectCode(
-      vectorSearch({ dataset: ds.uri, query: many, k: 10_000 }, { runtime, invoker: big }),
-      "PAYLOAD_TOO_LARGE",
-      /merge input/,
-    );
-  });
 });
 
 describe("failures of the service are 5xx and never partial", () => {

@@ -163,7 +163,7 @@ describe("local Lambda service", () => {
   });
 
   it("throttles with 429 when all workers are busy", async () => {
-    const first = invoke("slow", { ms: 500 });
+    const first = invoke("slow", { ms: 800 });
     await until(() => lambda.stats().slow?.busy === 1);
     const second = invoke("slow", {});
     await expect(second).rejects.toBeInstanceOf(TooManyRequestsException);

@@ -62,7 +62,7 @@ describe("a dataset on S3", () => {
     const before = await keys("data", "db/");
     const [q0 = [], q1 = []] = queries(2, 5);
     const response = await vectorSearch(
-      { dataset: ds.uri, query: [q0, q1], k: 10, nprobes: 2, select: ["id"] },
+      { dataset: ds.uri, query: [q0, q1], k: 10, nprobes: 2, select: ["id"], strategy: "segments" },
       { runtime },
     );
     expect(ds.segments).toBeGreaterThanOrEqual(3);

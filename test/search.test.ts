@@ -52,7 +52,7 @@ function expectSameUpToTies(
 describe("a dataset with several uneven index segments", () => {
   test("has at least 4 segments of uneven sizes, and each task searched only its group", async () => {
     const response = await vectorSearch(
-      { dataset: ds.uri, query: QUERIES[0] ?? [], k: K },
+      { dataset: ds.uri, query: QUERIES[0] ?? [], k: K, strategy: "segments" },
       { runtime },
     );
     expect(ds.segments).toBeGreaterThanOrEqual(4);
@@ -192,7 +192,7 @@ describe("a dataset with several uneven index segments", () => {
 
   test("maxTasks bounds the fan-out width", async () => {
     const response = await vectorSearch(
-      { dataset: ds.uri, query: QUERIES[0] ?? [], k: K, maxTasks: 2 },
+      { dataset: ds.uri, query: QUERIES[0] ?? [], k: K, maxTasks: 2, strategy: "segments" },
       { runtime },
     );
     expect(response.plan.tasks).toBe(2);
@@ -235,6 +235,7 @@ describe("many identical vectors", () => {
         query: [Array(16).fill(0.5), Array(16).fill(0.1)],
         k: 7,
         refineFactor: 2,
+        strategy: "segments",
       },
       { runtime: base, invoker: counting },
     );

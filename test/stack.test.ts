@@ -49,7 +49,14 @@ async function httpSearch(
   return { status: res.status, json: (await res.json()) as never };
 }
 
-const request = () => ({ dataset: ds.uri, query: [q0, q1], k: 10, nprobes: 2, select: ["id"] });
+const request = () => ({
+  dataset: ds.uri,
+  query: [q0, q1],
+  k: 10,
+  nprobes: 2,
+  select: ["id"],
+  strategy: "segments" as const,
+});
 
 describe("the local stack", () => {
   test("HTTP, direct Lambda invoke and the in-process library give the same answer", async () => {
@@ -95,13 +102,14 @@ describe("the local stack", () => {
     const expected = await httpSearch(request());
     const answers = await Promise.all(Array.from({ length: 20 }, () => httpSearch(request())));
     for (const answer of answers) {
+      expect(answer.json.error).toBeUndefined();
       expect(answer.status).toBe(200);
       expect(answer.json.results).toEqual(expected.json.results);
     }
   });
 
   test("a segment-search worker killed mid-invocation fails the query clearly; the next succeeds", async () => {
-    const heavy = { dataset: ds.uri, query: queries(400, 3), k: 200, nprobes: 4, refineFactor: 4 };
+    const heavy = { ...request(), query: queries(200, 3), k: 100, select: undefined };
     const pending = httpSearch(heavy);
     let killed: number[] = [];
     for (let i = 0; i < 2000 && killed.length === 0; i++) {

@@ -7,6 +7,8 @@ import { InvokeCommand, LambdaClient, TooManyRequestsException } from "@aws-sdk/
 import pRetry from "p-retry";
 import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js";
 import type { Invoker } from "../../shared/invoker.js";
+import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
+import type { ExecutionProfile } from "../../shared/strategy.js";
 import type { MergeOutput, TaskCandidates } from "../../shared/tasks.js";
 
 export interface LambdaInvokerOptions {
@@ -16,6 +18,20 @@ export interface LambdaInvokerOptions {
   readonly mergeFunction: string;
   /** @default a client configured from the environment (`AWS_ENDPOINT_URL_LAMBDA` honoured) */
   readonly client?: LambdaClient;
+  /** @default from `LANCE_FANOUT_PARALLELISM` (256) and `LANCE_FANOUT_INVOKE_MS` (15) */
+  readonly profile?: ExecutionProfile;
+}
+
+/**
+ * On Lambda every task gets its own execution environment, so tasks run truly in parallel up to
+ * the account's concurrency; a warm invoke costs roughly 10-30 ms.
+ */
+function lambdaProfile(env = process.env): ExecutionProfile {
+  return {
+    parallelism: Number(env.LANCE_FANOUT_PARALLELISM) || 256,
+    invokeMs: Number(env.LANCE_FANOUT_INVOKE_MS) || 15,
+    maxPayloadBytes: MAX_PAYLOAD_BYTES,
+  };
 }
 
 /** Reads the function names from `LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION` and `LANCE_FANOUT_MERGE_FUNCTION`. */
@@ -88,6 +104,7 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
     return body as T;
   };
   return {
+    profile: options.profile ?? lambdaProfile(),
     searchSegments: (task) =>
       invoke<TaskCandidates>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),
     merge: (input) => invoke<MergeOutput>(options.mergeFunction, input, "INTERNAL"),

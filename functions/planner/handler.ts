@@ -5,19 +5,20 @@
 import { randomUUID } from "node:crypto";
 import { toFanoutError } from "../../shared/errors.js";
 import type { Invoker } from "../../shared/invoker.js";
+import type { SearchRequest } from "../../shared/request.js";
 import { defaultRuntime } from "../../shared/runtime.js";
-import { type SearchResponse, vectorSearch } from "../../shared/search.js";
+import { type PlanResponse, type SearchResponse, vectorSearch } from "../../shared/search.js";
 import { errorResponse, isHttpEvent, jsonResponse, parseHttpBody } from "../common/http.js";
 import { lambdaInvokerFromEnv } from "../common/lambda-invoker.js";
 import { logEvent } from "../common/log.js";
 
 let invoker: Invoker | undefined;
 
-async function search(request: unknown, requestId: string): Promise<SearchResponse> {
+async function search(request: unknown, requestId: string): Promise<SearchResponse | PlanResponse> {
   invoker ??= lambdaInvokerFromEnv();
   const started = performance.now();
   try {
-    const response = await vectorSearch(request as never, {
+    const response = await vectorSearch(request as SearchRequest, {
       invoker,
       requestId,
       runtime: defaultRuntime(),

@@ -1,0 +1,148 @@
+/**
+ * How a search is split into tasks: segment groups (G) x query chunks (C). `auto` picks the
+ * split with the lowest estimated latency from a small cost model whose constants the benchmark
+ * measures (`shared/calibration.json`, `npm run bench -- --calibrate`).
+ * @module
+ */
+import calibration from "./calibration.json" with { type: "json" };
+import { type Group, groupSegments } from "./grouping.js";
+import type { Segment } from "./index-choice.js";
+import type { Strategy } from "./request.js";
+
+/** Where tasks run, as the cost model needs it. */
+export interface ExecutionProfile {
+  /** Tasks that truly run at once (cores in-process; large on Lambda). */
+  readonly parallelism: number;
+  /** Cost of invoking one task, in ms. */
+  readonly invokeMs: number;
+  /** Largest task or merge payload, in bytes. */
+  readonly maxPayloadBytes: number;
+}
+
+export interface CostModel {
+  readonly taskFixedMs: number;
+  readonly perQuerySegmentMs: number;
+  readonly perQueryThousandRowsMs: number;
+  readonly referenceDimension: number;
+}
+
+export const COST_MODEL: CostModel = calibration;
+
+export interface Split {
+  readonly strategy: Exclude<Strategy, "auto">;
+  readonly groups: readonly Group[];
+  /** Query ranges `[start, end)`, one per chunk. */
+  readonly chunks: readonly (readonly [number, number])[];
+  /** Estimated latency of the whole fan-out, in ms. */
+  readonly estimatedMs: number;
+}
+
+export interface SplitInput {
+  readonly segments: readonly Segment[];
+  readonly queries: number;
+  readonly dimension: number;
+  /** Candidates per query each task returns (k + offset). */
+  readonly limit: number;
+  readonly maxTasks: number;
+  readonly strategy: Strategy;
+  readonly profile: ExecutionProfile;
+  readonly model?: CostModel;
+}
+
+/** Bytes one candidate takes in a payload: u64 row id + f32 distance, base64. */
+const CANDIDATE_BYTES = 16;
+
+/** Chooses the groups and query chunks for a strategy. */
+export function splitWork(input: SplitInput): Split {
+  const model = input.model ?? COST_MODEL;
+  const segments = input.segments.length;
+  // A task's answer must fit one payload: this bounds the queries per chunk.
+  const perChunk = Math.max(
+    1,
+    Math.floor((input.profile.maxPayloadBytes * 0.9) / (CANDIDATE_BYTES * input.limit)),
+  );
+  const minChunks = Math.ceil(input.queries / perChunk);
+  const widths = (max: number) => powersOfTwoUpTo(Math.max(1, max));
+  const candidates: { strategy: Split["strategy"]; g: number; c: number }[] = [];
+  const add = (strategy: Split["strategy"], g: number, c: number) =>
+    candidates.push({ strategy, g, c: Math.min(input.queries, Math.max(c, minChunks)) });
+  const maxG = Math.min(segments, input.maxTasks);
+  const maxC = Math.min(input.queries, input.maxTasks);
+  switch (input.strategy) {
+    case "single":
+      add("single", 1, 1);
+      break;
+    case "segments":
+      add("segments", maxG, 1);
+      break;
+    case "queries":
+      add("queries", 1, maxC);
+      break;
+    case "hybrid":
+    case "auto":
+      for (const g of widths(maxG)) {
+        for (const c of widths(Math.min(input.queries, Math.floor(input.maxTasks / g)))) {
+          add(g > 1 && c > 1 ? "hybrid" : g > 1 ? "segments" : c > 1 ? "queries" : "single", g, c);
+        }
+      }
+      if (input.strategy === "hybrid") {
+        const mixed = candidates.filter((x) => x.strategy === "hybrid");
+        if (mixed.length > 0) candidates.splice(0, candidates.length, ...mixed);
+      }
+      break;
+  }
+  let best: Split | undefined;
+  for (const { strategy, g, c } of candidates) {
+    const groups = groupSegments(input.segments, g);
+    const chunks = chunkRanges(input.queries, c);
+    const estimatedMs = estimate(groups, chunks, input, model);
+    if (!best || estimatedMs < best.estimatedMs - 1e-9) {
+      best = { strategy, groups, chunks, estimatedMs };
+    }
+  }
+  if (!best) throw new Error("no split to choose from");
+  return best;
+}
+
+/** Planner-side cost of dispatching one task and handling its answer, in ms. */
+const DISPATCH_MS = 0.2;
+
+/** Latency: invokes, then waves of parallel tasks, each wave as slow as its slowest task. */
+function estimate(
+  groups: readonly Group[],
+  chunks: readonly (readonly [number, number])[],
+  input: SplitInput,
+  model: CostModel,
+): number {
+  const scale = input.dimension / model.referenceDimension;
+  const chunk = Math.max(...chunks.map(([a, b]) => b - a));
+  const slowestTask = Math.max(
+    model.taskFixedMs,
+    ...groups.map(
+      (g) =>
+        model.taskFixedMs +
+        chunk *
+          (g.segments.length * model.perQuerySegmentMs +
+            (g.rows / 1000) * model.perQueryThousandRowsMs * scale),
+    ),
+  );
+  const tasks = groups.length * chunks.length;
+  const waves = Math.ceil(tasks / Math.max(1, input.profile.parallelism));
+  return input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask;
+}
+
+/** `count` contiguous ranges covering `[0, total)`, as equal as possible. */
+export function chunkRanges(total: number, count: number): [number, number][] {
+  const n = Math.max(1, Math.min(total, count));
+  return Array.from({ length: n }, (_, i) => [
+    Math.floor((i * total) / n),
+    Math.floor(((i + 1) * total) / n),
+  ]);
+}
+
+function powersOfTwoUpTo(max: number): number[] {
+  const out: number[] = [];
+  for (let w = 1; w < max; w *= 2) out.push(w);
+  out.push(max);
+  return [...new Set(out)];
+}

@@ -1,0 +1,791 @@
+/**
+ * The CDK stack, offline and without bundling (`aws:cdk:bundling-stacks: []`): resources,
+ * runtimes, architectures, environment, every IAM statement, the API and its authorizers, logs,
+ * metrics, prop validation and context parsing. Assets are built by test/packaging/.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { App, Duration, Stack } from "aws-cdk-lib";
+import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
+import type { CfnRole } from "aws-cdk-lib/aws-iam";
+import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
+import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
+import { describe, expect, test } from "vitest";
+import { fanoutBundling } from "../infra/bundling.js";
+import { CONTEXT_KEYS, settingsFromContext } from "../infra/context.js";
+import { DatasetAccess, parseDatasetPrefix, parseViewPrefix } from "../infra/dataset-access.js";
+import { LanceFanoutStack, type LanceFanoutStackProps } from "../infra/lance-fanout-stack.js";
+import { installEnvironment } from "../infra/native-modules.js";
+import { elfMachine, pruneAsset, stripCandidates } from "../infra/prune-asset.js";
+
+const CDK_JSON = JSON.parse(readFileSync(new URL("../cdk.json", import.meta.url), "utf8")) as {
+  app: string;
+  context: Record<string, unknown>;
+};
+const DATASETS = [
+  "s3://acme-vectors/datasets/",
+  "s3://acme-vectors/more/",
+  "s3://other-bucket/lance/",
+];
+
+/** A stack as `cdk synth` builds it (cdk.json feature flags), without bundling assets. */
+function synth(props: LanceFanoutStackProps = {}): { stack: LanceFanoutStack; template: Template } {
+  const app = new App({ context: { ...CDK_JSON.context, "aws:cdk:bundling-stacks": [] } });
+  const stack = new LanceFanoutStack(app, "Test", {
+    env: { region: "eu-west-1" },
+    datasets: DATASETS,
+    ...props,
+  });
+  return { stack, template: Template.fromStack(stack) };
+}
+
+const defaults = synth();
+
+interface Statement {
+  readonly Effect: string;
+  readonly Action: string | string[];
+  readonly Resource: unknown;
+  readonly Condition?: Record<string, Record<string, string | string[]>>;
+  readonly Sid?: string;
+}
+
+const asArray = <T>(value: T | T[]): T[] => (Array.isArray(value) ? value : [value]);
+
+function logicalId(stack: Stack, construct: { node: { defaultChild?: unknown } }): string {
+  return stack.getLogicalId(construct.node.defaultChild as CfnRole);
+}
+
+/** Every statement of every policy attached to the function's role. */
+function statementsOf(stack: Stack, template: Template, fn: NodejsFunction): Statement[] {
+  if (!fn.role) throw new Error("function without role");
+  const roleId = logicalId(stack, fn.role);
+  const policies = template.findResources("AWS::IAM::Policy", {
+    Properties: { Roles: Match.arrayWith([{ Ref: roleId }]) },
+  });
+  return Object.values(policies).flatMap(
+    (p) =>
+      (p.Properties as { PolicyDocument: { Statement: Statement[] } }).PolicyDocument.Statement,
+  );
+}
+
+function allStatements(template: Template): Statement[] {
+  return Object.values(template.findResources("AWS::IAM::Policy")).flatMap(
+    (p) =>
+      (p.Properties as { PolicyDocument: { Statement: Statement[] } }).PolicyDocument.Statement,
+  );
+}
+
+/** Plain ARN strings; tokens (Fn::GetAtt etc.) come back as their JSON. */
+function resources(statement: Statement): string[] {
+  return asArray(statement.Resource).map((r) => (typeof r === "string" ? r : JSON.stringify(r)));
+}
+
+/** An S3 object ARN with a non-empty key prefix ending in "/", then one trailing "*". */
+const S3_OBJECT_ARN = /^arn:aws:s3:::[a-z0-9.-]+\/[^*?]+\/\*$/;
+const S3_BUCKET_ARN = /^arn:aws:s3:::[a-z0-9.-]+$/;
+
+/**
+ * The least-privilege rules every statement must follow; returns the violations.
+ * No wildcard action anywhere, no `*` resource, S3 objects only under a key prefix, bucket
+ * listings only with an `s3:prefix` condition.
+ */
+function violations(statements: readonly Statement[]): string[] {
+  const found: string[] = [];
+  for (const s of statements) {
+    const actions = asArray(s.Action);
+    const where = JSON.stringify(s);
+    if (s.Effect !== "Allow") found.push(`unexpected effect: ${where}`);
+    for (const action of actions) {
+      if (action.includes("*")) found.push(`wildcard action ${action}: ${where}`);
+    }
+    for (const resource of resources(s)) {
+      if (resource === "*") found.push(`resource "*": ${where}`);
+    }
+    const s3 = actions.filter((a) => a.startsWith("s3:"));
+    if (s3.length === 0) continue;
+    for (const resource of resources(s)) {
+      const bucketLevel = S3_BUCKET_ARN.test(resource);
+      if (!bucketLevel && !S3_OBJECT_ARN.test(resource)) {
+        found.push(`S3 resource with a wildcard or without a key prefix ${resource}: ${where}`);
+      }
+      if (bucketLevel && s3.some((a) => a !== "s3:ListBucket")) {
+        found.push(`bucket-level S3 resource for object actions: ${where}`);
+      }
+    }
+    if (s3.includes("s3:ListBucket")) {
+      const prefixes = asArray(s.Condition?.StringLike?.["s3:prefix"] ?? []);
+      if (prefixes.length === 0 || prefixes.some((p) => !/^[^*?]+\/\*$/.test(p))) {
+        found.push(`s3:ListBucket without a key-prefix condition: ${where}`);
+      }
+    }
+  }
+  return found;
+}
+
+describe("functions", () => {
+  test("three Node.js functions on nodejs24.x and arm64 by default, bundled as ES modules", () => {
+    const { template } = defaults;
+    template.resourceCountIs("AWS::Lambda::Function", 3);
+    const functions = Object.values(template.findResources("AWS::Lambda::Function"));
+    for (const fn of functions) {
+      expect(fn.Properties).toMatchObject({
+        Runtime: "nodejs24.x",
+        Architectures: ["arm64"],
+        Handler: "index.handler",
+        LoggingConfig: { LogFormat: "JSON" },
+      });
+    }
+  });
+
+  test("x86_64 and nodejs22.x when asked", () => {
+    const { template } = synth({ architecture: Architecture.X86_64, runtime: Runtime.NODEJS_22_X });
+    for (const fn of Object.values(template.findResources("AWS::Lambda::Function"))) {
+      expect(fn.Properties).toMatchObject({ Runtime: "nodejs22.x", Architectures: ["x86_64"] });
+    }
+  });
+
+  test("every function gets the lance-fanout configuration; the planner also its targets and limits", () => {
+    const { stack, template } = defaults;
+    const { planner, segmentSearch, merge } = stack.functions;
+    const common = {
+      LANCE_FANOUT_S3_VIEW_PREFIX: "lance-fanout-views",
+      LANCE_FANOUT_ALLOWED_DATASETS: DATASETS.join(","),
+      LANCE_FANOUT_ALLOW_LOCAL: "false",
+      LANCE_FANOUT_VIEW_CACHE_SIZE: "64",
+      LANCEDB_LOG: "error",
+      NODE_OPTIONS: "--enable-source-maps",
+    };
+    const env = (fn: NodejsFunction) =>
+      template.toJSON().Resources[logicalId(stack, fn)].Properties.Environment.Variables;
+    expect(env(segmentSearch)).toEqual(common);
+    expect(env(merge)).toEqual(common);
+    expect(env(planner)).toEqual({
+      ...common,
+      LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION: { Ref: logicalId(stack, segmentSearch) },
+      LANCE_FANOUT_MERGE_FUNCTION: { Ref: logicalId(stack, merge) },
+      LANCE_FANOUT_MAX_TASKS: "16",
+      LANCE_FANOUT_TIMEOUT_MS: "25000",
+    });
+  });
+
+  test("the planner outlives the query deadline and the others get their default sizes", () => {
+    const { stack, template } = defaults;
+    const props = (fn: NodejsFunction) =>
+      template.toJSON().Resources[logicalId(stack, fn)].Properties as Record<string, unknown>;
+    const planner = props(stack.functions.planner);
+    expect(Number(planner.Timeout) * 1000).toBeGreaterThan(
+      Number(
+        (planner.Environment as { Variables: Record<string, string> }).Variables
+          .LANCE_FANOUT_TIMEOUT_MS,
+      ),
+    );
+    expect(planner).toMatchObject({ MemorySize: 1024, Timeout: 29 });
+    expect(props(stack.functions.segmentSearch)).toMatchObject({ MemorySize: 2048, Timeout: 30 });
+    expect(props(stack.functions.merge)).toMatchObject({ MemorySize: 1024, Timeout: 30 });
+    for (const fn of Object.values(template.findResources("AWS::Lambda::Function"))) {
+      expect(fn.Properties.ReservedConcurrentExecutions).toBeUndefined();
+    }
+  });
+
+  test("memory, timeout, reserved concurrency, maxTasks and deadline come from props", () => {
+    const { stack, template } = synth({
+      segmentSearch: { memorySize: 3008, timeout: Duration.seconds(45), reservedConcurrency: 64 },
+      planner: { timeout: Duration.seconds(60) },
+      maxTasks: 32,
+      queryTimeout: Duration.seconds(50),
+    });
+    const resource = (fn: NodejsFunction) =>
+      template.toJSON().Resources[logicalId(stack, fn)].Properties;
+    expect(resource(stack.functions.segmentSearch)).toMatchObject({
+      MemorySize: 3008,
+      Timeout: 45,
+      ReservedConcurrentExecutions: 64,
+    });
+    expect(resource(stack.functions.planner)).toMatchObject({
+      Timeout: 60,
+      Environment: {
+        Variables: { LANCE_FANOUT_MAX_TASKS: "32", LANCE_FANOUT_TIMEOUT_MS: "50000" },
+      },
+    });
+    // 50 s is over the HTTP API's 29 s: direct invokes only, and the stack says so.
+    Annotations.fromStack(stack).hasWarning("*", Match.stringLikeRegexp("integration timeout"));
+  });
+
+  test("each function logs to its own log group with a retention", () => {
+    const { stack, template } = defaults;
+    template.resourceCountIs("AWS::Logs::LogGroup", 4); // three functions and the API
+    template.allResourcesProperties("AWS::Logs::LogGroup", { RetentionInDays: 30 });
+    for (const [fn, logGroup] of [
+      [stack.functions.planner, stack.functions.logGroups.planner],
+      [stack.functions.segmentSearch, stack.functions.logGroups.segmentSearch],
+      [stack.functions.merge, stack.functions.logGroups.merge],
+    ] as const) {
+      expect(template.toJSON().Resources[logicalId(stack, fn)].Properties.LoggingConfig).toEqual({
+        LogFormat: "JSON",
+        LogGroup: { Ref: logicalId(stack, logGroup) },
+      });
+    }
+    expect(Object.values(template.findResources("AWS::Logs::LogGroup"))[0]?.DeletionPolicy).toBe(
+      "Delete",
+    );
+  });
+});
+
+describe("IAM", () => {
+  test("no statement has a wildcard action, a * resource or an S3 resource beyond a key prefix", () => {
+    const { template } = defaults;
+    const statements = allStatements(template);
+    expect(statements.length).toBeGreaterThan(10);
+    expect(violations(statements)).toEqual([]);
+  });
+
+  test("the wildcard check rejects what it must", () => {
+    const bad: Statement[] = [
+      { Effect: "Allow", Action: "s3:*", Resource: "arn:aws:s3:::b/p/*" },
+      { Effect: "Allow", Action: "s3:GetObject", Resource: "arn:aws:s3:::b/*" },
+      { Effect: "Allow", Action: "s3:GetObject", Resource: "arn:aws:s3:::b*" },
+      { Effect: "Allow", Action: "s3:GetObject", Resource: "*" },
+      { Effect: "Allow", Action: "s3:GetObject", Resource: "arn:aws:s3:::b/p/*/x*" },
+      { Effect: "Allow", Action: "s3:ListBucket", Resource: "arn:aws:s3:::b" },
+      { Effect: "Allow", Action: "s3:GetObject", Resource: "arn:aws:s3:::b" },
+      { Effect: "Allow", Action: "logs:*", Resource: "arn:aws:logs:eu-west-1:1:log-group:x" },
+    ];
+    for (const statement of bad)
+      expect(violations([statement]), JSON.stringify(statement)).not.toEqual([]);
+  });
+
+  test("roles carry no managed policies and trust only Lambda", () => {
+    const { template } = defaults;
+    template.resourceCountIs("AWS::IAM::Role", 3);
+    for (const role of Object.values(template.findResources("AWS::IAM::Role"))) {
+      expect(role.Properties.ManagedPolicyArns).toBeUndefined();
+      expect(role.Properties.AssumeRolePolicyDocument.Statement).toEqual([
+        {
+          Action: "sts:AssumeRole",
+          Effect: "Allow",
+          Principal: { Service: "lambda.amazonaws.com" },
+        },
+      ]);
+    }
+  });
+
+  const read = [
+    {
+      Sid: "ReadDatasetsacmevectors",
+      Effect: "Allow",
+      Action: "s3:GetObject",
+      Resource: ["arn:aws:s3:::acme-vectors/datasets/*", "arn:aws:s3:::acme-vectors/more/*"],
+    },
+    {
+      Sid: "ListDatasetsacmevectors",
+      Effect: "Allow",
+      Action: "s3:ListBucket",
+      Resource: "arn:aws:s3:::acme-vectors",
+      Condition: { StringLike: { "s3:prefix": ["datasets/*", "more/*"] } },
+    },
+    {
+      Sid: "ReadDatasetsotherbucket",
+      Effect: "Allow",
+      Action: "s3:GetObject",
+      Resource: "arn:aws:s3:::other-bucket/lance/*",
+    },
+    {
+      Sid: "ListDatasetsotherbucket",
+      Effect: "Allow",
+      Action: "s3:ListBucket",
+      Resource: "arn:aws:s3:::other-bucket",
+      Condition: { StringLike: { "s3:prefix": ["lance/*"] } },
+    },
+  ];
+  const writeViews = (bucket: string) => [
+    {
+      Sid: `WriteViews${bucket.replaceAll("-", "")}`,
+      Effect: "Allow",
+      Action: ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+      Resource: `arn:aws:s3:::${bucket}/lance-fanout-views/*`,
+    },
+    {
+      Sid: `ListViews${bucket.replaceAll("-", "")}`,
+      Effect: "Allow",
+      Action: "s3:ListBucket",
+      Resource: `arn:aws:s3:::${bucket}`,
+      Condition: { StringLike: { "s3:prefix": ["lance-fanout-views/*"] } },
+    },
+  ];
+  const logsOf = (stack: Stack, logGroup: { node: { defaultChild?: unknown } }) => ({
+    Effect: "Allow",
+    Action: ["logs:CreateLogStream", "logs:PutLogEvents"],
+    Resource: { "Fn::GetAtt": [logicalId(stack, logGroup), "Arn"] },
+  });
+
+  test("the planner reads the datasets and invokes exactly segment-search and merge", () => {
+    const { stack, template } = defaults;
+    const { planner, segmentSearch, merge, logGroups } = stack.functions;
+    expect(statementsOf(stack, template, planner)).toEqual([
+      logsOf(stack, logGroups.planner),
+      ...read,
+      {
+        Effect: "Allow",
+        Action: "lambda:InvokeFunction",
+        Resource: expect.arrayContaining([
+          { "Fn::GetAtt": [logicalId(stack, segmentSearch), "Arn"] },
+          { "Fn::GetAtt": [logicalId(stack, merge), "Arn"] },
+        ]),
+      },
+    ]);
+    const invoke = statementsOf(stack, template, planner).find(
+      (s) => s.Action === "lambda:InvokeFunction",
+    );
+    expect(asArray(invoke?.Resource)).toHaveLength(2);
+  });
+
+  test("merge only reads the datasets", () => {
+    const { stack, template } = defaults;
+    expect(statementsOf(stack, template, stack.functions.merge)).toEqual([
+      logsOf(stack, stack.functions.logGroups.merge),
+      ...read,
+    ]);
+  });
+
+  test("segment-search reads the datasets and writes views only under the view prefix of each bucket", () => {
+    const { stack, template } = defaults;
+    expect(statementsOf(stack, template, stack.functions.segmentSearch)).toEqual([
+      logsOf(stack, stack.functions.logGroups.segmentSearch),
+      ...read,
+      ...writeViews("acme-vectors"),
+      ...writeViews("other-bucket"),
+    ]);
+  });
+
+  test("no function but segment-search may write to S3", () => {
+    const { stack, template } = defaults;
+    for (const fn of [stack.functions.planner, stack.functions.merge]) {
+      const actions = statementsOf(stack, template, fn).flatMap((s) => asArray(s.Action));
+      expect(actions.filter((a) => a.startsWith("s3:"))).toEqual(
+        expect.arrayContaining(["s3:GetObject", "s3:ListBucket"]),
+      );
+      expect(actions.filter((a) => /^s3:(Put|Delete|Abort)/.test(a))).toEqual([]);
+    }
+  });
+
+  test("a custom view prefix moves the writable prefix", () => {
+    const { stack, template } = synth({ viewPrefix: "/tmp/views/" });
+    const statements = statementsOf(stack, template, stack.functions.segmentSearch);
+    expect(statements).toContainEqual(
+      expect.objectContaining({ Resource: "arn:aws:s3:::other-bucket/tmp/views/*" }),
+    );
+    expect(violations(allStatements(template))).toEqual([]);
+  });
+
+  test("KMS keys add decrypt for readers and data keys for the view writer, through S3 only", () => {
+    const key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    const { stack, template } = synth({ kmsKeyArns: [key] });
+    const kms = (fn: NodejsFunction) =>
+      statementsOf(stack, template, fn).filter((s) =>
+        asArray(s.Action).some((a) => a.startsWith("kms:")),
+      );
+    const viaS3 = { StringEquals: { "kms:ViaService": "s3.eu-west-1.amazonaws.com" } };
+    expect(kms(stack.functions.merge)).toEqual([
+      { Effect: "Allow", Action: "kms:Decrypt", Resource: key, Condition: viaS3 },
+    ]);
+    const writer = kms(stack.functions.segmentSearch);
+    expect(new Set(writer.flatMap((s) => asArray(s.Action)))).toEqual(
+      new Set(["kms:Decrypt", "kms:GenerateDataKey"]),
+    );
+    for (const s of writer) expect(s).toMatchObject({ Resource: key, Condition: viaS3 });
+    expect(violations(allStatements(template))).toEqual([]);
+  });
+
+  test("without datasets the stack synthesizes with a warning and grants no S3 access", () => {
+    const { stack, template } = synth({ datasets: [] });
+    Annotations.fromStack(stack).hasWarning("*", Match.stringLikeRegexp("No dataset prefixes"));
+    const actions = allStatements(template).flatMap((s) => asArray(s.Action));
+    expect(actions.filter((a) => a.startsWith("s3:"))).toEqual([]);
+  });
+});
+
+describe("HTTP API", () => {
+  test("POST /search is the only route, to the planner, with IAM authorization", () => {
+    const { stack, template } = defaults;
+    template.resourceCountIs("AWS::ApiGatewayV2::Api", 1);
+    template.resourceCountIs("AWS::ApiGatewayV2::Route", 1);
+    template.hasResourceProperties("AWS::ApiGatewayV2::Route", {
+      RouteKey: "POST /search",
+      AuthorizationType: "AWS_IAM",
+    });
+    template.hasResourceProperties("AWS::ApiGatewayV2::Integration", {
+      IntegrationType: "AWS_PROXY",
+      PayloadFormatVersion: "2.0",
+      IntegrationUri: { "Fn::GetAtt": [logicalId(stack, stack.functions.planner), "Arn"] },
+    });
+    template.resourceCountIs("AWS::ApiGatewayV2::Authorizer", 0);
+    // Only API Gateway may invoke the planner, and only through this route.
+    template.hasResourceProperties("AWS::Lambda::Permission", {
+      Action: "lambda:InvokeFunction",
+      Principal: "apigateway.amazonaws.com",
+      FunctionName: { "Fn::GetAtt": [logicalId(stack, stack.functions.planner), "Arn"] },
+      SourceArn: {
+        "Fn::Join": ["", Match.arrayWith([Match.stringLikeRegexp("/\\*/\\*/search$")])],
+      },
+    });
+  });
+
+  test("the default stage throttles and writes JSON access logs with the request id", () => {
+    const { stack, template } = defaults;
+    const stage = Object.values(template.findResources("AWS::ApiGatewayV2::Stage"));
+    expect(stage).toHaveLength(1);
+    expect(stage[0]?.Properties).toMatchObject({
+      StageName: "$default",
+      AutoDeploy: true,
+      DefaultRouteSettings: { ThrottlingRateLimit: 20, ThrottlingBurstLimit: 40 },
+      AccessLogSettings: {
+        DestinationArn: { "Fn::GetAtt": [logicalId(stack, stack.api.accessLogs), "Arn"] },
+      },
+    });
+    const format = JSON.parse(stage[0]?.Properties.AccessLogSettings.Format);
+    expect(format).toMatchObject({ requestId: "$context.requestId", status: "$context.status" });
+  });
+
+  test("a JWT authorizer replaces IAM when asked", () => {
+    const { template } = synth({
+      auth: {
+        type: "jwt",
+        issuer: "https://cognito-idp.eu-west-1.amazonaws.com/pool",
+        audience: ["client"],
+      },
+      throttle: { rateLimit: 5, burstLimit: 10 },
+    });
+    template.hasResourceProperties("AWS::ApiGatewayV2::Authorizer", {
+      AuthorizerType: "JWT",
+      IdentitySource: ["$request.header.Authorization"],
+      JwtConfiguration: {
+        Issuer: "https://cognito-idp.eu-west-1.amazonaws.com/pool",
+        Audience: ["client"],
+      },
+    });
+    template.hasResourceProperties("AWS::ApiGatewayV2::Route", { AuthorizationType: "JWT" });
+    template.hasResourceProperties("AWS::ApiGatewayV2::Stage", {
+      DefaultRouteSettings: { ThrottlingRateLimit: 5, ThrottlingBurstLimit: 10 },
+    });
+  });
+
+  test("outputs name the URLs, the route to grant, the functions and the metrics namespace", () => {
+    const { stack, template } = defaults;
+    const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
+    expect(Object.keys(outputs).sort()).toEqual([
+      "ApiUrl",
+      "MergeFunctionName",
+      "MetricsNamespace",
+      "PlannerFunctionName",
+      "SearchRouteArn",
+      "SearchUrl",
+      "SegmentSearchFunctionName",
+    ]);
+    expect(outputs.PlannerFunctionName?.Value).toEqual({
+      Ref: logicalId(stack, stack.functions.planner),
+    });
+    expect(JSON.stringify(outputs.SearchUrl?.Value)).toMatch(/\/search"\]\]\}$/);
+    expect(outputs.MetricsNamespace?.Value).toBe("LanceFanout/Test");
+  });
+});
+
+describe("metrics", () => {
+  test("metric filters publish fan-out width, latencies, candidates, view-cache hits and errors", () => {
+    const { stack, template } = defaults;
+    const filters = Object.values(template.findResources("AWS::Logs::MetricFilter")).map(
+      (f) => f.Properties,
+    );
+    const names = filters.flatMap((f) =>
+      f.MetricTransformations.map((t: { MetricName: string }) => t.MetricName),
+    );
+    expect(new Set(names)).toEqual(
+      new Set([
+        "FanoutWidth",
+        "QueryLatency",
+        "TaskLatency",
+        "TaskSegments",
+        "Candidates",
+        "ViewCacheHits",
+        "MergeLatency",
+        "ResultRows",
+        "Errors",
+      ]),
+    );
+    expect(filters).toContainEqual(
+      expect.objectContaining({
+        LogGroupName: { Ref: logicalId(stack, stack.functions.logGroups.planner) },
+        FilterPattern: expect.stringContaining('$.fn = "planner"'),
+        MetricTransformations: [
+          expect.objectContaining({
+            MetricName: "FanoutWidth",
+            MetricValue: "$.tasks",
+            Unit: "Count",
+          }),
+        ],
+      }),
+    );
+    expect(filters.filter((f) => f.MetricTransformations[0].MetricName === "Errors")).toHaveLength(
+      3,
+    );
+  });
+});
+
+describe("validation", () => {
+  test.each([
+    [
+      { datasets: ["https://acme-vectors/x/"] },
+      /Expected a dataset prefix s3:\/\/bucket\/prefix\//,
+    ],
+    [{ datasets: ["s3://acme-vectors/"] }, /a whole bucket is never granted/],
+    [{ datasets: ["s3://acme-vectors/data*/"] }, /no wildcards/],
+    [{ datasets: ["s3://Acme/x/"] }, /valid S3 bucket name/],
+    [{ datasets: ["s3://acme-vectors/lance-fanout-views/x/"] }, /overlaps dataset prefix/],
+    [
+      { datasets: ["s3://acme-vectors/data/"], viewPrefix: "data/views" },
+      /overlaps dataset prefix/,
+    ],
+    [{ viewPrefix: "*" }, /Expected viewPrefix/],
+    [{ runtime: Runtime.NODEJS_20_X }, /Expected runtime nodejs22.x or nodejs24.x, got nodejs20.x/],
+    [{ segmentSearch: { memorySize: 64 } }, /segmentSearch.memorySize to be an integer 128..10240/],
+    [{ merge: { timeout: Duration.minutes(20) } }, /merge.timeout to be 1..900 seconds/],
+    [
+      { planner: { reservedConcurrency: 0 } },
+      /planner.reservedConcurrency to be an integer 1..10000/,
+    ],
+    [
+      { planner: { timeout: Duration.seconds(20) } },
+      /planner.timeout \(20 s\) must exceed queryTimeout \(25000 ms\)/,
+    ],
+    [{ maxTasks: 0 }, /maxTasks to be an integer 1..1000/],
+    [
+      { auth: { type: "jwt", issuer: "http://idp", audience: ["a"] } },
+      /auth.issuer to be an https:\/\/ URL/,
+    ],
+    [
+      { auth: { type: "jwt", issuer: "https://idp", audience: [] } },
+      /auth.audience to list at least one/,
+    ],
+    [{ throttle: { rateLimit: 0 } }, /throttle.rateLimit/],
+    [{ throttle: { burstLimit: 1.5 } }, /throttle.burstLimit to be an integer/],
+    [{ kmsKeyArns: ["*"] }, /Expected a KMS key ARN/],
+  ] as [LanceFanoutStackProps, RegExp][])("rejects %j", (props, message) => {
+    expect(() => synth(props)).toThrow(message);
+  });
+
+  test("dataset prefixes are normalised and duplicates dropped", () => {
+    expect(parseDatasetPrefix(" s3://acme-vectors/a/b ")).toEqual({
+      bucket: "acme-vectors",
+      prefix: "a/b/",
+      uri: "s3://acme-vectors/a/b/",
+    });
+    expect(parseViewPrefix("/views/")).toBe("views");
+    const access = new DatasetAccess(new Stack(), {
+      datasets: [parseDatasetPrefix("s3://b-1/x/"), parseDatasetPrefix("s3://b-1/x")],
+    });
+    expect(access.allowList).toBe("s3://b-1/x/");
+  });
+
+  test("warns when segment-search's reserved concurrency cannot run one query's tasks at once", () => {
+    const { stack } = synth({ segmentSearch: { reservedConcurrency: 4 }, maxTasks: 16 });
+    Annotations.fromStack(stack).hasWarning("*", Match.stringLikeRegexp("below maxTasks"));
+  });
+});
+
+describe("context", () => {
+  test("command-line strings become typed props", () => {
+    const { stackName, props } = settingsFromContext(
+      {
+        stackName: "Search",
+        datasets: "s3://acme-vectors/datasets/, s3://other-bucket/lance/",
+        architecture: "x86_64",
+        runtime: "nodejs22.x",
+        maxTasks: "8",
+        queryTimeoutMs: "20000",
+        "segmentSearch.memoryMb": "3008",
+        "segmentSearch.reservedConcurrency": "50",
+        "planner.timeoutSeconds": "28",
+        auth: "jwt",
+        jwtIssuer: "https://idp.example.com",
+        jwtAudience: "a,b",
+        throttleRateLimit: "2.5",
+        logRetentionDays: "7",
+        retainLogs: "true",
+        "@aws-cdk/core:enablePartitionLiterals": true,
+      },
+      { CDK_DEFAULT_REGION: "ap-southeast-2" },
+    );
+    expect(stackName).toBe("Search");
+    expect(props).toMatchObject({
+      env: { account: undefined, region: "ap-southeast-2" },
+      datasets: ["s3://acme-vectors/datasets/", "s3://other-bucket/lance/"],
+      architecture: Architecture.X86_64,
+      runtime: Runtime.NODEJS_22_X,
+      maxTasks: 8,
+      segmentSearch: { memorySize: 3008, reservedConcurrency: 50 },
+      auth: { type: "jwt", issuer: "https://idp.example.com", audience: ["a", "b"] },
+      throttle: { rateLimit: 2.5 },
+      logRetention: 7,
+    });
+    expect(props.queryTimeout?.toMilliseconds()).toBe(20_000);
+    expect(props.planner?.timeout?.toSeconds()).toBe(28);
+  });
+
+  test("cdk.json values (arrays, numbers) are accepted and defaults need no context", () => {
+    const { stackName, props } = settingsFromContext(
+      { datasets: ["s3://a-b/c/"], maxTasks: 4 },
+      {},
+    );
+    expect(stackName).toBe("LanceFanout");
+    expect(props).toMatchObject({
+      datasets: ["s3://a-b/c/"],
+      maxTasks: 4,
+      env: { region: "us-east-1" },
+    });
+    expect(settingsFromContext(CDK_JSON.context, {}).props.auth).toEqual({ type: "iam" });
+  });
+
+  test.each([
+    [{ dataset: "s3://a/b/" }, /Unknown context key "dataset"/],
+    [{ architecture: "x64" }, /"architecture" must be arm64 or x86_64/],
+    [{ runtime: "nodejs20.x" }, /"runtime" must be nodejs24.x or nodejs22.x/],
+    [{ maxTasks: "many" }, /"maxTasks" must be a number/],
+    [{ "merge.memoryMb": "1.5" }, /"merge.memoryMb" must be an integer/],
+    [{ auth: "jwt" }, /"jwtIssuer" is required with auth=jwt/],
+    [{ auth: "cognito" }, /"auth" must be iam or jwt/],
+    [{ logRetentionDays: "10" }, /"logRetentionDays" must be one of 1, 3, 5, 7, 14/],
+    [{ retainLogs: "yes" }, /"retainLogs" must be true or false/],
+    [{ stackName: "1st" }, /"stackName" must be a CloudFormation stack name/],
+  ])("rejects %j", (context, message) => {
+    expect(() => settingsFromContext(context, {})).toThrow(message);
+  });
+
+  test("every documented context key is in docs/deploy.md", () => {
+    const doc = readFileSync(new URL("../docs/deploy.md", import.meta.url), "utf8");
+    for (const key of Object.keys(CONTEXT_KEYS)) expect(doc).toContain(`\`${key}\``);
+  });
+
+  test("the stack has no hard-coded account", () => {
+    const { props } = settingsFromContext({}, {});
+    expect(props.env?.account).toBeUndefined();
+    expect(JSON.stringify(defaults.template.toJSON())).not.toMatch(/\b\d{12}\b/);
+  });
+
+  test("cdk.json runs the app with tsx", () => {
+    expect(CDK_JSON.app).toBe("npx tsx infra/app.ts");
+  });
+});
+
+describe("bundling", () => {
+  test("npm installs the Linux glibc build of the function's architecture", () => {
+    expect(installEnvironment("arm64")).toMatchObject({
+      npm_config_os: "linux",
+      npm_config_cpu: "arm64",
+      npm_config_libc: "glibc",
+    });
+    const x64 = fanoutBundling(Architecture.X86_64);
+    expect(x64.environment).toMatchObject({ npm_config_cpu: "x64" });
+    // Everything but the native modules is bundled, the AWS SDK included.
+    expect(x64.externalModules).toEqual(["@lancedb/lancedb", "apache-arrow"]);
+    expect(x64.nodeModules).toBeUndefined();
+    expect(x64.commandHooks?.afterBundling("/src", "/out")).toEqual([
+      "node --import tsx '/src/infra/native-modules.ts' '/out' x64",
+    ]);
+  });
+
+  test("strip candidates prefer the cross strip, then the host's for its own architecture", () => {
+    expect(stripCandidates("arm64", "x64")).toEqual(["aarch64-linux-gnu-strip", "llvm-strip"]);
+    expect(stripCandidates("x64", "x64")).toEqual([
+      "x86_64-linux-gnu-strip",
+      "strip",
+      "llvm-strip",
+    ]);
+  });
+
+  /** A fake asset: lancedb with its optional extras and platform builds, and a fake ELF binary. */
+  function fakeAsset(machine: number): string {
+    const dir = mkdtempSync(join(tmpdir(), "fanout-asset-"));
+    const pkg = (path: string, json: object, files: Record<string, string | Buffer> = {}) => {
+      mkdirSync(join(dir, path), { recursive: true });
+      writeFileSync(join(dir, path, "package.json"), JSON.stringify(json));
+      for (const [name, content] of Object.entries(files))
+        writeFileSync(join(dir, path, name), content);
+    };
+    const elf = Buffer.alloc(64);
+    elf.writeUInt32BE(0x7f454c46, 0);
+    elf[4] = 2;
+    elf[5] = 1;
+    elf.writeUInt16LE(machine, 18);
+    pkg(".", { dependencies: { "@lancedb/lancedb": "0.31.0" } });
+    writeFileSync(join(dir, "package-lock.json"), "{}");
+    pkg(
+      "node_modules/@lancedb/lancedb",
+      {
+        dependencies: { "reflect-metadata": "1" },
+        optionalDependencies: {
+          openai: "4",
+          "@lancedb/lancedb-linux-x64-gnu": "0.31.0",
+          "@lancedb/lancedb-linux-x64-musl": "0.31.0",
+        },
+      },
+      { "index.js": "", "index.d.ts": "", "README.md": "", "LICENSE.md": "" },
+    );
+    pkg("node_modules/reflect-metadata", {});
+    pkg("node_modules/openai", { dependencies: { "node-fetch": "2" } });
+    pkg("node_modules/node-fetch", {});
+    pkg(
+      "node_modules/@lancedb/lancedb-linux-x64-gnu",
+      { os: ["linux"], cpu: ["x64"], libc: ["glibc"] },
+      { "lancedb.linux-x64-gnu.node": elf },
+    );
+    pkg("node_modules/@lancedb/lancedb-linux-x64-musl", {
+      os: ["linux"],
+      cpu: ["x64"],
+      libc: ["musl"],
+    });
+    return dir;
+  }
+
+  test("pruning keeps what the function loads and drops optional extras and other platforms", () => {
+    const dir = fakeAsset(62);
+    const report = pruneAsset(dir, { arch: "x64", strip: "off", log: () => {} });
+    expect(report.removedPackages).toEqual([
+      "node_modules/@lancedb/lancedb-linux-x64-musl",
+      "node_modules/node-fetch",
+      "node_modules/openai",
+    ]);
+    expect(report.binary).toBe(
+      "node_modules/@lancedb/lancedb-linux-x64-gnu/lancedb.linux-x64-gnu.node",
+    );
+    expect(report.strippedWith).toBeUndefined();
+    expect(elfMachine(join(dir, report.binary))).toBe(62);
+    const lancedb = join(dir, "node_modules/@lancedb/lancedb");
+    expect(() => readFileSync(join(lancedb, "index.d.ts"))).toThrow();
+    expect(() => readFileSync(join(lancedb, "README.md"))).toThrow();
+    expect(readFileSync(join(lancedb, "LICENSE.md"), "utf8")).toBe("");
+    expect(() => readFileSync(join(dir, "package-lock.json"))).toThrow();
+  });
+
+  test("pruning fails on a binary of the wrong architecture or a missing one", () => {
+    expect(() => pruneAsset(fakeAsset(183), { arch: "x64", strip: "off", log: () => {} })).toThrow(
+      /has ELF machine 183, expected 62 for x64/,
+    );
+    expect(() => pruneAsset(fakeAsset(62), { arch: "arm64", strip: "off", log: () => {} })).toThrow(
+      /@lancedb\/lancedb-linux-arm64-gnu is not in the asset .*npm_config_cpu=arm64/,
+    );
+  });
+
+  test("a missing strip tool is reported, not fatal", () => {
+    const lines: string[] = [];
+    const report = pruneAsset(fakeAsset(62), {
+      arch: "x64",
+      stripCandidates: ["lance-fanout-no-such-strip"],
+      log: (line) => lines.push(line),
+    });
+    expect(report.strippedWith).toBeUndefined();
+    expect(lines[0]).toMatch(/no strip for x64 is installed \(tried lance-fanout-no-such-strip\)/);
+    expect(lines.at(-1)).toMatch(
+      /lance-fanout native modules x64: .* unzipped, 3 unused packages removed, binary NOT stripped/,
+    );
+  });
+});

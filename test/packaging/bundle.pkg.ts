@@ -1,0 +1,447 @@
+/**
+ * The deployable assets, built for real: `npx cdk synth` of both architectures with local
+ * esbuild bundling, no AWS credentials and no AWS endpoint, then
+ * - each asset holds the lancedb binary of its function's architecture (ELF machine) and no
+ *   other platform's build or unused optional dependency, and is under 200 MB unzipped;
+ * - the bundles of this machine's architecture, run behind the local Lambda service with the
+ *   environment the template gives them, answer a search on a real dataset in the local S3;
+ * - every S3 request they made is allowed by the IAM statements the template gives their role.
+ *
+ * Run with `npx vitest run --config test/packaging/vitest.config.ts`.
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { directorySize, elfMachine } from "../../infra/prune-asset.js";
+import { type LocalLambda, startLocalLambda } from "../../local/lambda.js";
+import { type LocalS3, startLocalS3 } from "../../local/s3.js";
+import { type Dataset, makeDataset, queries } from "../support/fixtures.js";
+import {
+  type IamStatement,
+  isAllowed,
+  type RecordingProxy,
+  type S3Access,
+  s3Accesses,
+  startRecordingProxy,
+} from "./s3-access.js";
+
+const ROOT = resolve(fileURLToPath(import.meta.url), "../../..");
+const BUCKET = "lance-fanout-pkg";
+const STACK = "LanceFanoutPkg";
+const FUNCTIONS = ["Planner", "SegmentSearch", "Merge"] as const;
+type FunctionId = (typeof FUNCTIONS)[number];
+
+interface Architecture {
+  /** The `architecture` context value. */
+  readonly context: "arm64" | "x86_64";
+  /** Node's and npm's name. */
+  readonly arch: "arm64" | "x64";
+  readonly elfMachine: number;
+}
+const ARCHITECTURES: readonly Architecture[] = [
+  { context: "arm64", arch: "arm64", elfMachine: 183 },
+  { context: "x86_64", arch: "x64", elfMachine: 62 },
+];
+const HOST = ARCHITECTURES.find((a) => a.arch === process.arch);
+
+interface Template {
+  readonly Resources: Record<
+    string,
+    { Type: string; Properties: Record<string, unknown>; Metadata?: Record<string, unknown> }
+  >;
+}
+
+interface SynthFunction {
+  readonly logicalId: string;
+  readonly assetDir: string;
+  readonly environment: Record<string, unknown>;
+  readonly statements: readonly IamStatement[];
+  readonly properties: Record<string, unknown>;
+}
+
+interface Synth {
+  readonly architecture: Architecture;
+  readonly outdir: string;
+  readonly seconds: number;
+  /** What the bundling hook reported. */
+  readonly assetLines: readonly string[];
+  readonly functions: Record<FunctionId, SynthFunction>;
+}
+
+/** `npx cdk synth` as a user runs it offline: no credentials, no metadata service, no notices. */
+async function cdkSynth(
+  architecture: Architecture,
+  outdir: string,
+): Promise<{ seconds: number; assetLines: string[] }> {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    AWS_EC2_METADATA_DISABLED: "true",
+    CDK_DISABLE_CLI_TELEMETRY: "true",
+  };
+  for (const name of [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+  ]) {
+    delete env[name];
+  }
+  const args = ["cdk", "synth", "--no-notices", "--quiet", "--output", outdir];
+  const context = {
+    stackName: STACK,
+    datasets: `s3://${BUCKET}/datasets/`,
+    architecture: architecture.context,
+  };
+  for (const [key, value] of Object.entries(context)) args.push("--context", `${key}=${value}`);
+  const started = performance.now();
+  const output: Buffer[] = [];
+  const code = await new Promise<number | null>((done, fail) => {
+    const child = spawn("npx", args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+    child.stdout.on("data", (chunk: Buffer) => output.push(chunk));
+    child.stderr.on("data", (chunk: Buffer) => output.push(chunk));
+    child.on("error", fail);
+    child.on("close", done);
+  });
+  const log = Buffer.concat(output).toString("utf8");
+  if (code !== 0) throw new Error(`cdk synth (${architecture.context}) exited ${code}:\n${log}`);
+  const assetLines = log.split("\n").filter((l) => l.startsWith("lance-fanout "));
+  for (const line of assetLines) process.stderr.write(`${line}\n`);
+  return { seconds: (performance.now() - started) / 1000, assetLines };
+}
+
+async function readSynth(
+  architecture: Architecture,
+  outdir: string,
+  run: { seconds: number; assetLines: string[] },
+): Promise<Synth> {
+  const template = JSON.parse(
+    await readFile(join(outdir, `${STACK}.template.json`), "utf8"),
+  ) as Template;
+  const resources = Object.entries(template.Resources);
+  const functions = {} as Record<FunctionId, SynthFunction>;
+  for (const id of FUNCTIONS) {
+    const found = resources.find(
+      ([, r]) =>
+        r.Type === "AWS::Lambda::Function" &&
+        r.Metadata?.["aws:cdk:path"] === `${STACK}/Functions/${id}/Resource`,
+    );
+    if (!found) throw new Error(`no ${id} function in the template`);
+    const [logicalId, fn] = found;
+    const roleId = (fn.Properties.Role as { "Fn::GetAtt": [string, string] })["Fn::GetAtt"][0];
+    const statements = resources
+      .filter(
+        ([, r]) =>
+          r.Type === "AWS::IAM::Policy" &&
+          (r.Properties.Roles as { Ref: string }[]).some((role) => role.Ref === roleId),
+      )
+      .flatMap(([, r]) => (r.Properties.PolicyDocument as { Statement: IamStatement[] }).Statement);
+    functions[id] = {
+      logicalId,
+      assetDir: join(outdir, String(fn.Metadata?.["aws:asset:path"])),
+      environment: (fn.Properties.Environment as { Variables: Record<string, unknown> }).Variables,
+      statements,
+      properties: fn.Properties,
+    };
+  }
+  return { architecture, outdir, ...run, functions };
+}
+
+const synths = new Map<Architecture["context"], Synth>();
+const outdirs: string[] = [];
+
+beforeAll(async () => {
+  await Promise.all(
+    ARCHITECTURES.map(async (architecture) => {
+      const outdir = await mkdtemp(join(tmpdir(), `fanout-cdk-${architecture.arch}-`));
+      outdirs.push(outdir);
+      const run = await cdkSynth(architecture, outdir);
+      synths.set(architecture.context, await readSynth(architecture, outdir, run));
+    }),
+  );
+});
+
+afterAll(async () => {
+  for (const dir of outdirs) await rm(dir, { recursive: true, force: true });
+});
+
+function synthOf(architecture: Architecture): Synth {
+  const synth = synths.get(architecture.context);
+  if (!synth) throw new Error(`no ${architecture.context} synth`);
+  return synth;
+}
+
+describe.each(ARCHITECTURES)("$context assets", (architecture) => {
+  test("cdk synth built them without AWS credentials, for the right runtime and architecture", () => {
+    const synth = synthOf(architecture);
+    process.stderr.write(`cdk synth ${architecture.context}: ${synth.seconds.toFixed(0)} s\n`);
+    for (const fn of Object.values(synth.functions)) {
+      expect(fn.properties).toMatchObject({
+        Runtime: "nodejs24.x",
+        Architectures: [architecture.context],
+      });
+    }
+    // One line per asset; the native modules are installed once per architecture, then cached.
+    const assets = synth.assetLines.filter((l) =>
+      l.startsWith(`lance-fanout asset ${architecture.arch}:`),
+    );
+    expect(assets).toHaveLength(3);
+    expect(assets.filter((l) => l.includes("from the cache")).length).toBeGreaterThanOrEqual(2);
+  });
+
+  test.each(FUNCTIONS)(
+    "%s holds the lancedb binary of its architecture and nothing unused",
+    async (id) => {
+      const { assetDir } = synthOf(architecture).functions[id];
+      const lancedb = join(assetDir, "node_modules", "@lancedb");
+      expect((await readdir(lancedb)).sort()).toEqual([
+        "lancedb",
+        `lancedb-linux-${architecture.arch}-gnu`,
+      ]);
+      const binaryDir = join(lancedb, `lancedb-linux-${architecture.arch}-gnu`);
+      const binary = (await readdir(binaryDir)).find((f) => f.endsWith(".node"));
+      if (!binary) throw new Error(`no .node file in ${binaryDir}`);
+      expect(elfMachine(join(binaryDir, binary))).toBe(architecture.elfMachine);
+      const modules = await readdir(join(assetDir, "node_modules"));
+      expect(modules).not.toContain("openai");
+      expect(modules).not.toContain("@huggingface");
+      expect(await readdir(assetDir)).toEqual(
+        expect.arrayContaining(["index.mjs", "index.mjs.map", "node_modules", "package.json"]),
+      );
+    },
+  );
+
+  test.each(FUNCTIONS)("%s is under 200 MB unzipped", (id) => {
+    const { assetDir } = synthOf(architecture).functions[id];
+    const bytes = directorySize(assetDir);
+    process.stderr.write(
+      `${architecture.context} ${id}: ${(bytes / 1e6).toFixed(1)} MB unzipped\n`,
+    );
+    expect(bytes).toBeLessThan(200_000_000);
+  });
+
+  test.skipIf(!hasCommand("readelf"))(
+    "the stripped binary still exports the N-API entry point",
+    async () => {
+      const { assetDir } = synthOf(architecture).functions.SegmentSearch;
+      const dir = join(
+        assetDir,
+        "node_modules",
+        "@lancedb",
+        `lancedb-linux-${architecture.arch}-gnu`,
+      );
+      const binary = (await readdir(dir)).find((f) => f.endsWith(".node")) ?? "";
+      const symbols = spawnSync("readelf", ["--dyn-syms", "--wide", join(dir, binary)], {
+        encoding: "utf8",
+        maxBuffer: 256 * 1024 * 1024,
+      }).stdout;
+      expect(symbols).toMatch(/\bnapi_register_module_v1\b/);
+    },
+  );
+});
+
+describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
+  let s3: LocalS3;
+  let lambda: LocalLambda;
+  let client: LambdaClient;
+  let dataset: Dataset;
+  const proxies = new Map<FunctionId, RecordingProxy>();
+  let functions: Record<FunctionId, SynthFunction>;
+
+  beforeAll(async () => {
+    functions = synthOf(HOST as Architecture).functions;
+    s3 = await startLocalS3({
+      directory: await mkdtemp(join(tmpdir(), "fanout-pkg-s3-")),
+      buckets: [BUCKET],
+    });
+    dataset = await makeDataset({
+      db: { uri: `s3://${BUCKET}/datasets/db`, storageOptions: s3.storageOptions() },
+      initialRows: 1000,
+      rounds: [800, 800],
+      numPartitions: 2,
+    });
+    for (const id of FUNCTIONS) proxies.set(id, await startRecordingProxy(s3.endpoint));
+    const lambdaPort = await freePort();
+    // The template's Refs to other functions become their local names (the logical ids).
+    const resolveEnv = (env: Record<string, unknown>) =>
+      Object.fromEntries(
+        Object.entries(env).map(([k, v]) => [
+          k,
+          typeof v === "string" ? v : (v as { Ref: string }).Ref,
+        ]),
+      );
+    lambda = await startLocalLambda({
+      port: lambdaPort,
+      env: {
+        AWS_REGION: "us-east-1",
+        AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
+        AWS_ENDPOINT_URL_LAMBDA: `http://127.0.0.1:${lambdaPort}`,
+        AWS_ALLOW_HTTP: "true",
+        LANCE_FANOUT_LOG: "off",
+      },
+      functions: FUNCTIONS.map((id) => {
+        const fn = functions[id];
+        const proxy = proxies.get(id)?.endpoint ?? "";
+        return {
+          name: fn.logicalId,
+          module: join(fn.assetDir, "index.mjs"),
+          concurrency: 4,
+          timeoutMs: 60_000,
+          env: {
+            ...resolveEnv(fn.environment),
+            AWS_ENDPOINT_URL: proxy,
+            AWS_ENDPOINT_URL_S3: proxy,
+          },
+        };
+      }),
+    });
+    client = new LambdaClient({
+      endpoint: lambda.endpoint,
+      region: "us-east-1",
+      credentials: { accessKeyId: "local", secretAccessKey: "local" },
+      maxAttempts: 1,
+    });
+  });
+
+  afterAll(async () => {
+    client?.destroy();
+    await lambda?.stop();
+    for (const proxy of proxies.values()) await proxy.stop();
+    await s3?.stop();
+  });
+
+  async function invokePlanner(payload: unknown): Promise<unknown> {
+    const out = await client.send(
+      new InvokeCommand({
+        FunctionName: functions.Planner.logicalId,
+        Payload: JSON.stringify(payload),
+      }),
+    );
+    const text = Buffer.from(out.Payload ?? new Uint8Array()).toString("utf8");
+    if (out.FunctionError) throw new Error(`planner failed: ${text}`);
+    return JSON.parse(text);
+  }
+
+  test("the planner bundle answers a search, fanning out to the segment-search and merge bundles", async () => {
+    // `select` makes the merge bundle read the winners' rows from the dataset too.
+    const request = { dataset: dataset.uri, query: queries(2, 5), k: 5, select: ["id"] };
+    const response = (await invokePlanner(request)) as {
+      error?: unknown;
+      plan: { tasks: number; groups: { searchedSegments: number }[] };
+      results: { _query_id: number; _rowid: string; _distance: number; id: number }[];
+    };
+    expect(response.error).toBeUndefined();
+    expect(dataset.segments).toBeGreaterThan(1);
+    expect(response.plan.tasks).toBeGreaterThan(1);
+    expect(response.results).toHaveLength(10);
+    expect(new Set(response.results.map((r) => r._query_id))).toEqual(new Set([0, 1]));
+    for (const row of response.results) expect(typeof row.id).toBe("number");
+
+    // The same request as API Gateway delivers it.
+    const http = (await invokePlanner({
+      version: "2.0",
+      requestContext: { http: { method: "POST", path: "/search" } },
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(request),
+      isBase64Encoded: false,
+    })) as { statusCode: number; body: string };
+    expect(http.statusCode).toBe(200);
+    expect(JSON.parse(http.body).results).toEqual(response.results);
+  });
+
+  test("a dataset outside the allowed prefixes is refused by the deployed configuration", async () => {
+    const response = (await invokePlanner({
+      dataset: `s3://${BUCKET}/elsewhere/items.lance`,
+      query: queries(1, 5),
+      k: 5,
+    })) as { error?: { code: string } };
+    expect(response.error?.code).toBe("FORBIDDEN_DATASET");
+  });
+
+  test("every S3 request of every function is allowed by its role's statements", () => {
+    const denied: S3Access[] = [];
+    for (const id of FUNCTIONS) {
+      const accesses = proxies.get(id)?.requests.flatMap(s3Accesses) ?? [];
+      expect(accesses.length, `${id} made no S3 request`).toBeGreaterThan(0);
+      denied.push(...accesses.filter((a) => !isAllowed(a, functions[id].statements)));
+    }
+    expect(denied).toEqual([]);
+  });
+
+  test("segment-search wrote only under the view prefix; planner and merge wrote nothing", () => {
+    const writes = (id: FunctionId) =>
+      (proxies.get(id)?.requests.flatMap(s3Accesses) ?? []).filter((a) =>
+        /^s3:(Put|Delete|Abort)/.test(a.action),
+      );
+    expect(writes("Planner")).toEqual([]);
+    expect(writes("Merge")).toEqual([]);
+    const viewWrites = writes("SegmentSearch");
+    expect(viewWrites.length).toBeGreaterThan(0);
+    for (const w of viewWrites)
+      expect(w.resource).toMatch(`arn:aws:s3:::${BUCKET}/lance-fanout-views/`);
+  });
+
+  test("the evaluator denies what the policies do not grant", () => {
+    const { statements } = functions.Planner;
+    const request = "test";
+    expect(
+      isAllowed(
+        { action: "s3:GetObject", resource: `arn:aws:s3:::${BUCKET}/datasets/x`, request },
+        statements,
+      ),
+    ).toBe(true);
+    expect(
+      isAllowed(
+        { action: "s3:PutObject", resource: `arn:aws:s3:::${BUCKET}/datasets/x`, request },
+        statements,
+      ),
+    ).toBe(false);
+    expect(
+      isAllowed(
+        {
+          action: "s3:GetObject",
+          resource: `arn:aws:s3:::${BUCKET}/lance-fanout-views/v`,
+          request,
+        },
+        statements,
+      ),
+    ).toBe(false);
+    expect(
+      isAllowed(
+        { action: "s3:ListBucket", resource: `arn:aws:s3:::${BUCKET}`, request },
+        statements,
+      ),
+    ).toBe(false);
+    expect(
+      isAllowed(
+        {
+          action: "s3:ListBucket",
+          resource: `arn:aws:s3:::${BUCKET}`,
+          prefix: "elsewhere/",
+          request,
+        },
+        statements,
+      ),
+    ).toBe(false);
+  });
+});
+
+function hasCommand(command: string): boolean {
+  return spawnSync(command, ["--version"], { stdio: "ignore" }).error === undefined;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once("error", fail);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
+}

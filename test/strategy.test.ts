@@ -1,0 +1,247 @@
+/**
+ * Coverage modes, strategies, explain, offset and merging in a tree, against native lancedb.
+ */
+import { readdir } from "node:fs/promises";
+import * as lancedb from "@lancedb/lancedb";
+import { beforeAll, describe, expect, test } from "vitest";
+import { inProcessInvoker } from "../shared/invoker.js";
+import type { Runtime } from "../shared/runtime.js";
+import { type SearchResponse, vectorSearch } from "../shared/search.js";
+import { chunkRanges, splitWork } from "../shared/strategy.js";
+import {
+  type Dataset,
+  DIMENSION,
+  makeDataset,
+  nativeSearch,
+  queries,
+  testRuntime,
+} from "./support/fixtures.js";
+
+const QUERIES = queries(12, 21);
+const strip = (r: SearchResponse) =>
+  r.results.map(({ _query_id, _distance, _rowid }) => ({ _query_id, _distance, _rowid }));
+const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
+
+describe("splitWork", () => {
+  const segments = Array.from({ length: 8 }, (_, i) => ({
+    uuid: uuid(i),
+    fragments: [i],
+    rows: 50_000 * (i + 1),
+  }));
+  const lambda = { parallelism: 256, invokeMs: 15, maxPayloadBytes: 6 * 1024 * 1024 };
+  const base = { segments, queries: 100, dimension: 64, limit: 10, maxTasks: 16, profile: lambda };
+
+  test("fixed strategies give their shapes", () => {
+    const at = (strategy: "single" | "segments" | "queries" | "hybrid") => {
+      const split = splitWork({ ...base, strategy });
+      return [split.groups.length, split.chunks.length];
+    };
+    expect(at("single")).toEqual([1, 1]);
+    expect(at("segments")).toEqual([8, 1]);
+    expect(at("queries")).toEqual([1, 16]);
+    const [g = 0, c = 0] = at("hybrid");
+    expect(g).toBeGreaterThan(1);
+    expect(c).toBeGreaterThan(1);
+    expect(g * c).toBeLessThanOrEqual(16);
+  });
+
+  test("auto fans out wide where tasks run in parallel, and stays narrow on two shared cores", () => {
+    const wide = splitWork({ ...base, strategy: "auto" });
+    expect(wide.groups.length * wide.chunks.length).toBeGreaterThan(4);
+    const narrow = splitWork({
+      ...base,
+      queries: 1,
+      strategy: "auto",
+      profile: { ...lambda, parallelism: 2, invokeMs: 0 },
+    });
+    expect(narrow.groups.length * narrow.chunks.length).toBeLessThanOrEqual(2);
+    const estimates = (["single", "segments", "queries", "hybrid"] as const).map(
+      (strategy) => splitWork({ ...base, strategy }).estimatedMs,
+    );
+    expect(wide.estimatedMs).toBeLessThanOrEqual(Math.min(...estimates) + 1e-9);
+  });
+
+  test("payload limits split the queries into more chunks than asked", () => {
+    const split = splitWork({ ...base, queries: 1000, limit: 10_000, strategy: "single" });
+    expect(split.chunks.length).toBeGreaterThan(20);
+    expect(split.chunks.at(-1)?.[1]).toBe(1000);
+  });
+
+  test("chunkRanges covers every query once", () => {
+    expect(chunkRanges(10, 3)).toEqual([
+      [0, 3],
+      [3, 6],
+      [6, 10],
+    ]);
+    expect(chunkRanges(2, 5)).toEqual([
+      [0, 1],
+      [1, 2],
+    ]);
+  });
+});
+
+describe("strategies on a real dataset", () => {
+  let ds: Dataset;
+  let runtime: Runtime;
+  beforeAll(async () => {
+    ds = await makeDataset({ rounds: [4000, 1500, 6000, 2500], deleteWhere: "id % 13 = 2" });
+    runtime = await testRuntime();
+  });
+
+  test("every strategy gives the same answer", async () => {
+    const request = { dataset: ds.uri, query: QUERIES, k: 10, nprobes: 2 };
+    const answers = await Promise.all(
+      (["single", "segments", "queries", "hybrid", "auto"] as const).map((strategy) =>
+        vectorSearch({ ...request, strategy, maxTasks: 8 }, { runtime }),
+      ),
+    );
+    expect(answers.map((a) => a.plan.strategy).slice(0, 4)).toEqual([
+      "single",
+      "segments",
+      "queries",
+      "hybrid",
+    ]);
+    for (const answer of answers)
+      expect(strip(answer)).toEqual(strip(answers[0] as SearchResponse));
+  });
+
+  test("offset pages through the ranking", async () => {
+    const request = { dataset: ds.uri, query: QUERIES.slice(0, 3), nprobes: 2 };
+    const all = await vectorSearch({ ...request, k: 20 }, { runtime });
+    const page = await vectorSearch({ ...request, k: 10, offset: 10 }, { runtime });
+    const second = [0, 1, 2].flatMap((q) =>
+      strip(all)
+        .filter((r) => r._query_id === q)
+        .slice(10, 20),
+    );
+    expect(strip(page)).toEqual(second);
+  });
+
+  test("explain answers the plan without searching or creating views", async () => {
+    const fresh = await testRuntime();
+    const plan = await vectorSearch(
+      { dataset: ds.uri, query: QUERIES, k: 10, explain: true },
+      { runtime: fresh },
+    );
+    expect(plan).not.toHaveProperty("results");
+    expect(plan.plan.tasks).toBeGreaterThan(0);
+    expect(plan.plan.estimatedMs).toBeGreaterThan(0);
+    expect(await readdir(fresh.config.localViewRoot)).toEqual([]);
+  });
+
+  test("a large query matrix is merged in a tree of merges, never refused", async () => {
+    const many = queries(300, 5);
+    const unlimited = await vectorSearch(
+      { dataset: ds.uri, query: many, k: 50, strategy: "segments" },
+      { runtime },
+    );
+    const merges: number[] = [];
+    const base = inProcessInvoker(runtime);
+    const small = {
+      ...base,
+      profile: { ...base.profile, maxPayloadBytes: 200_000 },
+      merge: (input: Parameters<typeof base.merge>[0]) => {
+        merges.push(input.queryCount);
+        expect(Buffer.byteLength(JSON.stringify(input))).toBeLessThan(200_000);
+        return base.merge(input);
+      },
+    };
+    const tree = await vectorSearch(
+      { dataset: ds.uri, query: many, k: 50, strategy: "segments" },
+      { runtime, invoker: small },
+    );
+    expect(merges.length).toBeGreaterThan(1);
+    expect(merges.reduce((a, b) => a + b, 0)).toBe(300);
+    expect(strip(tree)).toEqual(strip(unlimited));
+    expect(tree.results).toHaveLength(300 * 50);
+  });
+});
+
+describe("coverage of unindexed fragments", () => {
+  test.each([
+    ["one unindexed fragment", [1200]],
+    ["several unindexed fragments", [700, 900, 300]],
+  ])("fallback with %s equals native lancedb's default search", async (_, tails) => {
+    const ds = await makeDataset({ rounds: [4000, 3000] });
+    for (const rows of tails) {
+      await ds.table.add(
+        Array.from({ length: rows }, (_, i) => ({
+          id: 900_000 + i,
+          category: 1,
+          "Cat Name": "t",
+          vector: Array.from({ length: DIMENSION }, (_, d) => ((i * 31 + d * 7) % 97) / 97),
+        })),
+      );
+    }
+    const version = await ds.table.version();
+    const runtime = await testRuntime();
+    const request = {
+      dataset: ds.uri,
+      query: QUERIES.slice(0, 4),
+      k: 10,
+      nprobes: 4,
+      refineFactor: 5,
+    };
+    await expect(vectorSearch(request, { runtime })).rejects.toMatchObject({
+      code: "INCOMPLETE_INDEX_COVERAGE",
+    });
+    const response = await vectorSearch({ ...request, coverage: "fallback" }, { runtime });
+    expect(response.plan.groups.filter((g) => g.kind === "flat")).toHaveLength(1);
+    for (const [i, q] of QUERIES.slice(0, 4).entries()) {
+      const native = await nativeSearch({ ...ds, version }, q, 10, { nprobes: 4, refineFactor: 5 });
+      expect(response.results.filter((r) => r._query_id === i).map((r) => r._rowid)).toEqual(
+        native.map((h) => h.rowid),
+      );
+    }
+    // Rows of the unindexed tail can win: they are really searched.
+    const tail = Array.from({ length: DIMENSION }, (_, d) => ((5 * 31 + d * 7) % 97) / 97);
+    const hit = await vectorSearch(
+      { ...request, query: tail, coverage: "fallback", select: ["id"] },
+      { runtime },
+    );
+    expect(hit.results[0]).toMatchObject({ id: 900_005, _distance: 0 });
+  });
+
+  test("fallback on a dataset with only unindexed fragments is an exact search", async () => {
+    const ds = await makeDataset({ rounds: [] });
+    await ds.table.dropIndex("vector_idx");
+    const runtime = await testRuntime();
+    const q = QUERIES[0] ?? [];
+    await expect(
+      vectorSearch({ dataset: ds.uri, query: q, k: 5 }, { runtime }),
+    ).rejects.toMatchObject({
+      code: "INDEX_NOT_FOUND",
+    });
+    const response = await vectorSearch(
+      { dataset: ds.uri, query: q, k: 5, coverage: "fallback" },
+      { runtime },
+    );
+    expect(response.index.segments).toBe(0);
+    const exact = await nativeSearch({ ...ds, version: await ds.table.version() }, q, 5, {
+      exact: true,
+    });
+    expect(response.results.map((r) => r._rowid)).toEqual(exact.map((h) => h.rowid));
+  });
+
+  test("indexed-only skips unindexed fragments like fastSearch and says so", async () => {
+    const ds = await makeDataset({ rounds: [4000], unindexedRows: 800 });
+    const runtime = await testRuntime();
+    const q = QUERIES[1] ?? [];
+    const response = await vectorSearch(
+      { dataset: ds.uri, query: q, k: 10, nprobes: 2, coverage: "indexed-only" },
+      { runtime },
+    );
+    expect(response.partial).toBe(true);
+    expect(response.unsearchedRows).toBe(800);
+    const table = await (await lancedb.connect(ds.dir)).openTable("items");
+    const fast = await table
+      .vectorSearch(q)
+      .nprobes(2)
+      .fastSearch()
+      .limit(10)
+      .withRowId()
+      .select(["_distance"])
+      .toArray();
+    expect(response.results.map((r) => r._rowid)).toEqual(fast.map((r) => String(r._rowid)));
+  });
+});
