@@ -190,7 +190,8 @@ function httpEvent(req: IncomingMessage, url: URL, body: string, requestId: stri
 interface HttpResponse {
   readonly statusCode: number;
   readonly headers: Readonly<Record<string, string>>;
-  readonly body: string;
+  /** Bytes when the function answered `isBase64Encoded` (binary bodies such as Arrow). */
+  readonly body: string | Buffer;
 }
 
 /**
@@ -206,7 +207,7 @@ function httpResponse(payload: string): HttpResponse {
   return {
     statusCode: result.statusCode,
     headers: result.headers ?? {},
-    body: result.isBase64Encoded ? Buffer.from(body, "base64").toString("utf8") : body,
+    body: result.isBase64Encoded ? Buffer.from(String(body), "base64") : body,
   };
 }
 

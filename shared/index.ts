@@ -2,6 +2,7 @@
  * lance-fanout: serverless fan-out vector search over a Lance dataset.
  * @module
  */
+export { ARROW_STREAM, resultsToArrow, resultsToIpc } from "./arrow.js";
 export { type FanoutConfig, loadConfig } from "./config.js";
 export { ERROR_STATUS, type ErrorBody, type ErrorCode, FanoutError } from "./errors.js";
 export { type Invoker, inProcessInvoker } from "./invoker.js";

@@ -189,7 +189,11 @@ function collect(
     `segment search failed for group(s) ${groups.join(", ")}: ${failed[0]?.error.message}`,
     {
       details: {
-        tasks: failed.map((f) => ({ group: f.task?.group, chunk: f.task?.chunk, message: f.error.message })),
+        tasks: failed.map((f) => ({
+          group: f.task?.group,
+          chunk: f.task?.chunk,
+          message: f.error.message,
+        })),
       },
     },
   );

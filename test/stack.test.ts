@@ -6,6 +6,7 @@ import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { tableFromIPC } from "apache-arrow";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { FUNCTIONS, type Stack, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
@@ -76,6 +77,35 @@ describe("the local stack", () => {
     expect(direct.results).toEqual(local.results);
     expect(http.json.plan.tasks).toBe(ds.segments);
     for (const g of http.json.plan.groups) expect(g.searchedSegments).toBe(g.segments.length);
+  });
+
+  test("Accept: application/vnd.apache.arrow.stream answers an Arrow IPC stream of the same rows", async () => {
+    const json = await httpSearch(request());
+    const res = await fetch(`${stack.api.url}/search`, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/vnd.apache.arrow.stream",
+      },
+      body: JSON.stringify(request()),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/vnd.apache.arrow.stream");
+    const table = tableFromIPC(new Uint8Array(await res.arrayBuffer()));
+    expect(table.schema.fields.map((f) => `${f.name}:${f.type}`).slice(0, 3)).toEqual([
+      "_query_id:Int32",
+      "_distance:Float32",
+      "_rowid:Uint64",
+    ]);
+    const rows = table.toArray().map((r) => ({
+      _query_id: r._query_id,
+      _distance: r._distance,
+      _rowid: String(r._rowid),
+      id: r.id,
+    }));
+    expect(rows).toEqual(
+      json.json.results.map((r) => ({ ...r, _distance: Math.fround(r._distance) })),
+    );
   });
 
   test("caller mistakes come back as 4xx with their code, over HTTP and direct invoke", async () => {

@@ -3,8 +3,10 @@
  * fields it reads instead of depending on `aws-lambda` types.
  * @module
  */
+
+import { ARROW_STREAM, resultsToIpc } from "../../shared/arrow.js";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
-import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
+import { MAX_PAYLOAD_BYTES, type SearchResponse } from "../../shared/search.js";
 
 export interface HttpEvent {
   readonly version: "2.0";
@@ -18,6 +20,7 @@ export interface HttpResponse {
   readonly statusCode: number;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: string;
+  readonly isBase64Encoded?: boolean;
 }
 
 export function isHttpEvent(event: unknown): event is HttpEvent {
@@ -50,6 +53,25 @@ export function jsonResponse(statusCode: number, body: unknown): HttpResponse {
     statusCode,
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body),
+  };
+}
+
+/** Whether the caller asked for an Arrow IPC stream (`Accept: application/vnd.apache.arrow.stream`). */
+export function wantsArrow(event: HttpEvent): boolean {
+  return (event.headers?.accept ?? "").toLowerCase().includes(ARROW_STREAM);
+}
+
+/** The results as an Arrow IPC stream; the version and plan travel in headers. */
+export function arrowResponse(response: SearchResponse, select?: readonly string[]): HttpResponse {
+  return {
+    statusCode: 200,
+    headers: {
+      "content-type": ARROW_STREAM,
+      "x-lance-fanout-version": String(response.version),
+      "x-lance-fanout-tasks": String(response.plan.tasks),
+    },
+    body: Buffer.from(resultsToIpc(response.results, select)).toString("base64"),
+    isBase64Encoded: true,
   };
 }
 

@@ -8,7 +8,14 @@ import type { Invoker } from "../../shared/invoker.js";
 import type { SearchRequest } from "../../shared/request.js";
 import { defaultRuntime } from "../../shared/runtime.js";
 import { type PlanResponse, type SearchResponse, vectorSearch } from "../../shared/search.js";
-import { errorResponse, isHttpEvent, jsonResponse, parseHttpBody } from "../common/http.js";
+import {
+  arrowResponse,
+  errorResponse,
+  isHttpEvent,
+  jsonResponse,
+  parseHttpBody,
+  wantsArrow,
+} from "../common/http.js";
 import { lambdaInvokerFromEnv } from "../common/lambda-invoker.js";
 import { logEvent } from "../common/log.js";
 
@@ -41,7 +48,11 @@ export async function handler(event: unknown, context?: { awsRequestId?: string 
   const requestId = context?.awsRequestId ?? randomUUID();
   if (isHttpEvent(event)) {
     try {
-      return jsonResponse(200, await search(parseHttpBody(event), requestId));
+      const request = parseHttpBody(event);
+      const response = await search(request, requestId);
+      return wantsArrow(event) && "results" in response
+        ? arrowResponse(response, (request as SearchRequest).select)
+        : jsonResponse(200, response);
     } catch (err) {
       return errorResponse(err);
     }

@@ -1,12 +1,17 @@
 /**
- * Proof that the IAM policies are enough, without AWS: a recording proxy in front of the local
- * S3 sees every request a function makes, each request is mapped to the IAM action, resource and
- * `s3:prefix` that S3 would authorize, and a small evaluator checks it against the statements
- * the stack gives that function's role (Allow statements with `*`/`?` globs and
- * `StringLike`/`StringEquals` conditions, which is all the stack uses).
+ * Proof that the IAM policies are enough, without AWS: a proxy in front of the local S3 sees
+ * every request a function makes, maps it to the IAM action, resource and `s3:prefix` that S3
+ * authorizes, and answers it the way S3 would for the function's role:
+ * - a request no statement allows gets `403 AccessDenied` (it never reaches the store);
+ * - a GET or HEAD of a missing key gets `403` instead of `404` unless the role may list the
+ *   whole bucket: S3 only reveals that a key does not exist to callers with `s3:ListBucket`, and
+ *   a listing permission limited by an `s3:prefix` condition is assumed not to count (that check
+ *   has no prefix in its context), the pessimistic reading.
+ * The evaluator covers what the stack uses: Allow statements with `*`/`?` globs and
+ * `StringLike`/`StringEquals` conditions on `s3:prefix`.
  * @module
  */
-import { createServer, request as httpRequest } from "node:http";
+import { createServer, request as httpRequest, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 
 export interface RecordedRequest {
@@ -22,14 +27,30 @@ export interface RecordedRequest {
 
 export interface RecordingProxy {
   readonly endpoint: string;
+  /** Every request, allowed or not. */
   readonly requests: RecordedRequest[];
+  /** The accesses answered 403 because no statement allows them. */
+  readonly denied: S3Access[];
   stop(): Promise<void>;
 }
 
-/** Forwards every request to `target` (path-style S3) unchanged, recording it first. */
-export async function startRecordingProxy(target: string): Promise<RecordingProxy> {
+/**
+ * Forwards requests to `target` (path-style S3) as S3 would answer a role with `statements`,
+ * recording each one.
+ */
+export async function startS3AuthProxy(
+  target: string,
+  statements: readonly IamStatement[],
+): Promise<RecordingProxy> {
   const upstream = new URL(target);
   const requests: RecordedRequest[] = [];
+  const denied: S3Access[] = [];
+  const accessDenied = (res: ServerResponse, head: boolean) => {
+    res.writeHead(403, { "content-type": "application/xml" });
+    res.end(
+      head ? undefined : "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>",
+    );
+  };
   const server = createServer(async (req, res) => {
     const chunks: Buffer[] = [];
     for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -37,7 +58,7 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
     const url = new URL(req.url ?? "/", "http://proxy");
     const [, bucket = "", ...key] = url.pathname.split("/");
     const copySource = req.headers["x-amz-copy-source"];
-    requests.push({
+    const recorded: RecordedRequest = {
       method: req.method ?? "GET",
       bucket: decodeURIComponent(bucket),
       key: decodeURIComponent(key.join("/")),
@@ -47,12 +68,30 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
           ? decodeURIComponent(copySource.split("?")[0] ?? "").replace(/^\//, "")
           : undefined,
       body,
-    });
+    };
+    requests.push(recorded);
+    const refused = s3Accesses(recorded).filter((a) => !isAllowed(a, statements));
+    if (refused.length > 0) {
+      denied.push(...refused);
+      accessDenied(res, recorded.method === "HEAD");
+      return;
+    }
+    const objectRead =
+      recorded.key !== "" && (recorded.method === "GET" || recorded.method === "HEAD");
+    const revealsMissing = isAllowed(
+      { action: "s3:ListBucket", resource: `arn:aws:s3:::${recorded.bucket}`, request: "" },
+      statements,
+    );
     const headers = { ...req.headers };
     delete headers.expect;
     const forward = httpRequest(
       { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers },
       (answer) => {
+        if (answer.statusCode === 404 && objectRead && !revealsMissing) {
+          answer.resume();
+          accessDenied(res, recorded.method === "HEAD");
+          return;
+        }
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
       },
@@ -68,6 +107,7 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
   return {
     endpoint: `http://127.0.0.1:${port}`,
     requests,
+    denied,
     stop: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -1,0 +1,103 @@
+/**
+ * The benchmark's smoke run: a tiny multi-segment dataset, every mode in-process, records with
+ * raw durations and recall; and the recall gate: a threshold no mode can reach writes no
+ * performance record, only records that say why.
+ */
+import { mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+
+type Run = typeof import("../bench/run.js");
+let bench: Run;
+let cache: string;
+
+beforeAll(async () => {
+  // A private cache: the smoke dataset and its views are built here, never in bench/cache.
+  cache = await mkdtemp(join(tmpdir(), "bench-cache-"));
+  process.env.BENCH_CACHE_DIR = cache;
+  bench = await import("../bench/run.js");
+});
+
+function options(out: string, extra: Partial<import("../bench/run.js").BenchOptions> = {}) {
+  return {
+    datasets: ["smoke"],
+    modes: ["native", "single", "segments", "queries", "auto"] as const,
+    queryWidths: [2],
+    batches: [1, 10],
+    paths: ["in-process"] as const,
+    queries: 4,
+    warmup: 1,
+    batchRepeats: 2,
+    stackQueries: 4,
+    stackBatchRepeats: 2,
+    cold: 0,
+    latencyMs: 20,
+    bandwidthMBps: 90,
+    workers: 2,
+    recallSlack: 0.01,
+    out,
+    report: false,
+    calibrate: false,
+    smoke: true,
+    seed: 1,
+    log: () => {},
+    ...extra,
+  } as import("../bench/run.js").BenchOptions;
+}
+
+async function lines(file: string): Promise<Record<string, unknown>[]> {
+  return (await readFile(file, "utf8"))
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+describe("bench smoke run", () => {
+  it("measures every mode on one snapshot and records raw durations, p50/p95 and recall", async () => {
+    const out = await mkdtemp(join(tmpdir(), "bench-out-"));
+    const { file } = await bench.runBench(options(out));
+    const records = await lines(file);
+    const run = records.find((r) => r.type === "run") as Record<string, Record<string, unknown>>;
+    expect(run.environment?.cores).toBeGreaterThan(0);
+    expect(run.environment?.loadAverage).toHaveLength(3);
+    expect(run.sources?.commit).toBeTypeOf("string");
+    const dataset = records.find((r) => r.type === "dataset") as { info: { segments: number } };
+    expect(dataset.info.segments).toBeGreaterThanOrEqual(3);
+
+    const measurements = records.filter((r) => r.type === "measurement");
+    const modes = new Set(measurements.map((m) => `${m.mode}/${m.batch}`));
+    for (const m of ["native/1", "single/1", "segments/1", "native/10", "queries/10"]) {
+      expect(modes).toContain(m);
+    }
+    // Same snapshot for every mode.
+    expect(new Set(measurements.map((m) => m.manifestHash)).size).toBe(1);
+    for (const m of measurements) {
+      expect(m.recall).toBeTypeOf("number");
+      expect(m.recall).toBeGreaterThanOrEqual(m.recallThreshold as number);
+      expect(m.nativeRecall).toBeTypeOf("number");
+      expect((m.durationsMs as number[]).length).toBe(m.n);
+      expect(m.p50).toBeGreaterThan(0);
+      expect(m.p95).toBeGreaterThanOrEqual(m.p50 as number);
+    }
+    const profile = records.find((r) => r.type === "task-profile") as { fit: { points: number } };
+    expect(profile.fit.points).toBeGreaterThan(0);
+    expect(records.some((r) => r.type === "resources")).toBe(true);
+  });
+
+  it("writes no performance record when recall is below the threshold, and says why", async () => {
+    const out = await mkdtemp(join(tmpdir(), "bench-out-"));
+    const { file } = await bench.runBench(
+      options(out, { recallThreshold: 1.01, batches: [1], modes: ["native", "segments"] }),
+    );
+    const records = await lines(file);
+    expect(records.filter((r) => r.type === "measurement")).toHaveLength(0);
+    const rejected = records.filter((r) => r.type === "rejected");
+    expect(rejected.length).toBeGreaterThan(0);
+    for (const r of rejected) {
+      expect(r.reason).toMatch(/below the threshold 1\.01/);
+      expect(r).not.toHaveProperty("durationsMs");
+      expect(r).not.toHaveProperty("p50");
+    }
+  });
+});
