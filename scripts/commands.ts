@@ -30,6 +30,9 @@ interface RequestOptions {
   refineFactor?: number;
   maxTasks?: number;
   select?: string;
+  coverage?: "require" | "fallback" | "indexed-only";
+  strategy?: "auto" | "single" | "segments" | "queries" | "hybrid";
+  offset?: number;
 }
 
 /**
@@ -60,6 +63,9 @@ function toRequest(o: RequestOptions, dimension = 64): SearchRequest {
     refineFactor: o.refineFactor,
     maxTasks: o.maxTasks,
     select: o.select?.split(",").map((s) => s.trim()),
+    coverage: o.coverage,
+    strategy: o.strategy,
+    offset: o.offset,
   };
 }
 

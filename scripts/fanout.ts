@@ -53,7 +53,10 @@ const requestOptions = (command: Command) =>
     .option("--nprobes <n>", "IVF partitions probed per segment", integer)
     .option("--refine-factor <n>", "exact re-ranking factor", integer)
     .option("--max-tasks <n>", "upper bound on tasks", integer)
-    .option("--select <columns>", "comma-separated extra columns");
+    .option("--select <columns>", "comma-separated extra columns")
+    .option("--offset <n>", "ranks to skip per query", integer)
+    .option("--coverage <mode>", "require, fallback or indexed-only")
+    .option("--strategy <name>", "auto, single, segments, queries or hybrid");
 
 requestOptions(program.command("search").description("run a search and print the results"))
   .option("--via <mode>", "local (in-process), http, or lambda", "local")

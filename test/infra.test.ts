@@ -515,7 +515,7 @@ describe("metrics", () => {
     expect(filters).toContainEqual(
       expect.objectContaining({
         LogGroupName: { Ref: logicalId(stack, stack.functions.logGroups.planner) },
-        FilterPattern: expect.stringContaining('$.fn = "planner"'),
+        FilterPattern: '{ ($.fn = "planner") && ($.tasks >= 0) }',
         MetricTransformations: [
           expect.objectContaining({
             MetricName: "FanoutWidth",

@@ -13,6 +13,7 @@ import { loadConfig } from "../shared/config.js";
 import { createRuntime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import { type Dataset, makeDataset, queries } from "./support/fixtures.js";
+import { expectValid } from "./support/openapi.js";
 
 let stack: Stack;
 let ds: Dataset;
@@ -63,6 +64,7 @@ describe("the local stack", () => {
   test("HTTP, direct Lambda invoke and the in-process library give the same answer", async () => {
     const http = await httpSearch(request());
     expect(http.status).toBe(200);
+    expectValid("SearchResponse", http.json);
     const out = await lambda.send(
       new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(request()) }),
     );
@@ -111,6 +113,7 @@ describe("the local stack", () => {
   test("caller mistakes come back as 4xx with their code, over HTTP and direct invoke", async () => {
     const http = await httpSearch({ ...request(), k: 0 });
     expect(http.status).toBe(400);
+    expectValid("ErrorBody", http.json);
     expect(http.json.error?.code).toBe("INVALID_REQUEST");
     const missing = await httpSearch({
       ...request(),

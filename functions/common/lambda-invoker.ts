@@ -41,10 +41,18 @@ export function lambdaInvokerFromEnv(env = process.env): Invoker {
     if (!value) throw new TypeError(`Environment variable ${name} is required`);
     return value;
   };
-  return lambdaInvoker({
-    segmentSearchFunction: required("LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION"),
-    mergeFunction: required("LANCE_FANOUT_MERGE_FUNCTION"),
-  });
+  // Read on first use, so a request is validated (and a bad one answered 400) before this can fail.
+  let invoker: Invoker | undefined;
+  const get = () =>
+    (invoker ??= lambdaInvoker({
+      segmentSearchFunction: required("LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION"),
+      mergeFunction: required("LANCE_FANOUT_MERGE_FUNCTION"),
+    }));
+  return {
+    profile: lambdaProfile(env),
+    searchSegments: (task) => get().searchSegments(task),
+    merge: (input) => get().merge(input),
+  };
 }
 
 /**

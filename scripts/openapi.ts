@@ -1,0 +1,198 @@
+/**
+ * Builds the OpenAPI document of the HTTP API: the request schema comes from the zod schema the
+ * service validates with, so the document cannot drift from the code; `npm run docs:openapi`
+ * writes it to docs/openapi.json and a test checks the file is current.
+ * @module
+ */
+import { writeFile } from "node:fs/promises";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { ARROW_STREAM } from "../shared/arrow.js";
+import { ERROR_STATUS } from "../shared/errors.js";
+import { STRATEGIES, searchRequestSchema } from "../shared/request.js";
+
+const group = (withSearched: boolean) => ({
+  type: "object",
+  required: ["kind", "segments", "rows", "cost", ...(withSearched ? ["searchedSegments"] : [])],
+  additionalProperties: false,
+  properties: {
+    kind: {
+      enum: ["index", "flat"],
+      description: "index segments, or unindexed fragments searched exactly",
+    },
+    segments: { type: "array", items: { type: "string", format: "uuid" } },
+    rows: { type: "integer", minimum: 0, description: "live rows of the group" },
+    cost: { type: "number", description: "estimated cost in row-equivalents" },
+    ...(withSearched
+      ? {
+          searchedSegments: {
+            type: "integer",
+            minimum: 0,
+            description: "index segments the task's Lance search covered",
+          },
+        }
+      : {}),
+  },
+});
+
+const planResponse = (withResults: boolean) => ({
+  type: "object",
+  required: [
+    "version",
+    "index",
+    "plan",
+    "partial",
+    "unsearchedRows",
+    ...(withResults ? ["results"] : []),
+  ],
+  additionalProperties: false,
+  properties: {
+    version: { type: "integer", minimum: 1, description: "the dataset version searched (pinned)" },
+    index: {
+      type: "object",
+      required: ["name", "column", "metric", "segments"],
+      additionalProperties: false,
+      properties: {
+        name: { type: "string" },
+        column: { type: "string" },
+        metric: { enum: ["l2", "cosine", "dot"] },
+        segments: { type: "integer", minimum: 0 },
+      },
+    },
+    plan: {
+      type: "object",
+      required: ["strategy", "tasks", "queryChunks", "estimatedMs", "groups"],
+      additionalProperties: false,
+      properties: {
+        strategy: { enum: STRATEGIES.filter((s) => s !== "auto") },
+        tasks: { type: "integer", minimum: 0 },
+        queryChunks: { type: "integer", minimum: 1 },
+        estimatedMs: { type: "number" },
+        groups: { type: "array", items: group(withResults) },
+      },
+    },
+    partial: {
+      type: "boolean",
+      description: "rows were left out on purpose (coverage indexed-only)",
+    },
+    unsearchedRows: { type: "integer", minimum: 0 },
+    ...(withResults
+      ? {
+          results: {
+            type: "array",
+            description: "sorted by _query_id, _distance, _rowid",
+            items: {
+              type: "object",
+              required: ["_query_id", "_distance", "_rowid"],
+              properties: {
+                _query_id: { type: "integer", minimum: 0 },
+                _distance: { type: "number" },
+                _rowid: {
+                  type: "string",
+                  pattern: "^[0-9]+$",
+                  description: "u64 as a decimal string",
+                },
+              },
+              additionalProperties: { description: "a `select` column" },
+            },
+          },
+        }
+      : {}),
+  },
+});
+
+const errorBody = {
+  type: "object",
+  required: ["error"],
+  additionalProperties: false,
+  properties: {
+    error: {
+      type: "object",
+      required: ["code", "message"],
+      additionalProperties: false,
+      properties: {
+        code: { enum: Object.keys(ERROR_STATUS) },
+        message: { type: "string" },
+        details: {},
+      },
+    },
+  },
+};
+
+export function openApiDocument() {
+  const errorResponses = Object.fromEntries(
+    [...new Set(Object.values(ERROR_STATUS))].map((status) => [
+      String(status),
+      {
+        description: Object.entries(ERROR_STATUS)
+          .filter(([, s]) => s === status)
+          .map(([code]) => code)
+          .join(", "),
+        content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorBody" } } },
+      },
+    ]),
+  );
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "lance-fanout",
+      version: "0.1.0",
+      description: "Serverless fan-out vector search over a Lance dataset. See docs/api.md.",
+    },
+    paths: {
+      "/search": {
+        post: {
+          operationId: "search",
+          summary: "k-nearest-neighbour search, fanned out over the index segments",
+          requestBody: {
+            required: true,
+            content: {
+              "application/json": { schema: { $ref: "#/components/schemas/SearchRequest" } },
+            },
+          },
+          responses: {
+            "200": {
+              description: "the results, or the plan when `explain` is true",
+              content: {
+                "application/json": {
+                  schema: {
+                    oneOf: [
+                      { $ref: "#/components/schemas/SearchResponse" },
+                      { $ref: "#/components/schemas/PlanResponse" },
+                    ],
+                  },
+                },
+                [ARROW_STREAM]: {
+                  schema: { type: "string", format: "binary" },
+                  description:
+                    "with `Accept: application/vnd.apache.arrow.stream`: the results as an Arrow IPC stream",
+                },
+              },
+            },
+            ...errorResponses,
+          },
+        },
+      },
+      "/health": {
+        get: {
+          operationId: "health",
+          responses: { "200": { description: "the local stack is up" } },
+        },
+      },
+    },
+    components: {
+      schemas: {
+        SearchRequest: z.toJSONSchema(searchRequestSchema, { io: "input", unrepresentable: "any" }),
+        SearchResponse: planResponse(true),
+        PlanResponse: planResponse(false),
+        ErrorBody: errorBody,
+      },
+    },
+  };
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const target = new URL("../docs/openapi.json", import.meta.url);
+  await writeFile(target, `${JSON.stringify(openApiDocument(), null, 2)}\n`);
+  console.log(`wrote ${fileURLToPath(target)}`);
+}
