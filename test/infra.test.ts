@@ -3,7 +3,14 @@
  * runtimes, architectures, environment, every IAM statement, the API and its authorizers, logs,
  * metrics, prop validation and context parsing. Assets are built by test/packaging/.
  */
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App, Duration, Stack } from "aws-cdk-lib";
@@ -16,7 +23,7 @@ import { fanoutBundling } from "../infra/bundling.js";
 import { CONTEXT_KEYS, settingsFromContext } from "../infra/context.js";
 import { DatasetAccess, parseDatasetPrefix, parseViewPrefix } from "../infra/dataset-access.js";
 import { LanceFanoutStack, type LanceFanoutStackProps } from "../infra/lance-fanout-stack.js";
-import { installEnvironment } from "../infra/native-modules.js";
+import { installEnvironment, installNativeModules } from "../infra/native-modules.js";
 import { elfMachine, pruneAsset, stripCandidates } from "../infra/prune-asset.js";
 
 const CDK_JSON = JSON.parse(readFileSync(new URL("../cdk.json", import.meta.url), "utf8")) as {
@@ -787,5 +794,74 @@ describe("bundling", () => {
     expect(lines.at(-1)).toMatch(
       /lance-fanout native modules x64: .* unzipped, 3 unused packages removed, binary NOT stripped/,
     );
+  });
+
+  test("native modules are installed once per architecture, for it, then copied from the cache", () => {
+    const tmp = (name: string) => mkdtempSync(join(tmpdir(), `fanout-${name}-`));
+    const root = tmp("project");
+    writeFileSync(
+      join(root, "package.json"),
+      JSON.stringify({
+        dependencies: { "@lancedb/lancedb": "0.31.0", "apache-arrow": "18.1.0", zod: "4" },
+      }),
+    );
+    writeFileSync(join(root, "package-lock.json"), "{}");
+    // A stand-in for `npm ci`: records how it was called, installs a fake x64 lancedb and extras.
+    const bin = tmp("bin");
+    writeFileSync(
+      join(bin, "npm"),
+      `#!/usr/bin/env node
+const fs = require("node:fs");
+const env = process.env;
+fs.writeFileSync("npm-call.txt", [env.npm_config_os, env.npm_config_cpu, env.npm_config_libc, ...process.argv.slice(2)].join(" "));
+const pkg = (dir, json, files = {}) => {
+  fs.mkdirSync("node_modules/" + dir, { recursive: true });
+  fs.writeFileSync("node_modules/" + dir + "/package.json", JSON.stringify(json));
+  for (const [name, content] of Object.entries(files)) fs.writeFileSync("node_modules/" + dir + "/" + name, content);
+};
+const elf = Buffer.alloc(64); elf.writeUInt32BE(0x7f454c46, 0); elf[4] = 2; elf[5] = 1; elf.writeUInt16LE(62, 18);
+pkg("@lancedb/lancedb", { optionalDependencies: { openai: "4", "@lancedb/lancedb-linux-x64-gnu": "0.31.0" } });
+pkg("@lancedb/lancedb-linux-x64-gnu", { os: ["linux"], cpu: ["x64"] }, { "lancedb.linux-x64-gnu.node": elf });
+pkg("openai", {});
+pkg("apache-arrow", {});
+`,
+    );
+    chmodSync(join(bin, "npm"), 0o755);
+    const cacheRoot = tmp("cache");
+    mkdirSync(join(cacheRoot, "x64-0123456789abcdef0123", "node_modules"), { recursive: true });
+    mkdirSync(join(cacheRoot, "arm64-0123456789abcdef0123", "node_modules"), { recursive: true });
+    const lines: string[] = [];
+    const install = () =>
+      installNativeModules(tmp("asset"), {
+        arch: "x64",
+        projectRoot: root,
+        cacheRoot,
+        strip: "off",
+        log: (l) => lines.push(l),
+      });
+    const path = process.env.PATH;
+    process.env.PATH = `${bin}:${path}`;
+    let first: boolean;
+    let second: boolean;
+    try {
+      first = install();
+      second = install();
+    } finally {
+      process.env.PATH = path;
+    }
+    expect([first, second]).toEqual([false, true]);
+    // The stale x64 install is gone, the other architecture's stays.
+    const entries = readdirSync(cacheRoot).sort();
+    expect(entries).toHaveLength(2);
+    expect(entries[0]).toBe("arm64-0123456789abcdef0123");
+    const cache = join(cacheRoot, entries[1] ?? "");
+    expect(readFileSync(join(cache, "npm-call.txt"), "utf8")).toBe(
+      "linux x64 glibc ci --no-audit --no-fund",
+    );
+    expect(readdirSync(join(cache, "node_modules")).sort()).toEqual(["@lancedb", "apache-arrow"]);
+    expect(lines.filter((l) => l.startsWith("lance-fanout asset x64"))).toEqual([
+      expect.stringMatching(/native modules installed/),
+      expect.stringMatching(/native modules from the cache/),
+    ]);
   });
 });

@@ -141,22 +141,33 @@ describe("the local stack", () => {
     }
   });
 
-  test("a segment-search worker killed mid-invocation fails the query clearly; the next succeeds", async () => {
+  test("a segment-search worker killed mid-invocation is retried and the answer is still right", async () => {
+    const expected = await httpSearch(request());
+    const crashes = stack.lambda.stats()[FUNCTIONS.segmentSearch]?.crashes ?? 0;
     const heavy = { ...request(), query: queries(200, 3), k: 100, select: undefined };
+    const full = await httpSearch(heavy);
     const pending = httpSearch(heavy);
-    let killed: number[] = [];
-    for (let i = 0; i < 2000 && killed.length === 0; i++) {
-      if ((stack.lambda.stats()[FUNCTIONS.segmentSearch]?.busy ?? 0) > 0) {
-        killed = stack.lambda.workerPids(FUNCTIONS.segmentSearch);
-        for (const pid of killed) process.kill(pid, "SIGKILL");
-      } else {
-        await new Promise((r) => setTimeout(r, 1));
-      }
-    }
+    const killed = await killBusyWorkers();
     expect(killed.length).toBeGreaterThan(0);
+    const answer = await pending;
+    expect(answer.status).toBe(200);
+    expect(answer.json.results).toEqual(full.json.results);
+    expect(stack.lambda.stats()[FUNCTIONS.segmentSearch]?.crashes).toBeGreaterThan(crashes);
+    for (const pid of killed) expect(isAlive(pid)).toBe(false);
+    expect((await httpSearch(request())).json.results).toEqual(expected.json.results);
+  });
+
+  test("workers that keep crashing fail the query with SEGMENT_SEARCH_FAILED; the next one succeeds", async () => {
+    let done = false;
+    const pending = httpSearch({ ...request(), query: queries(200, 4), k: 100 }).finally(() => {
+      done = true;
+    });
+    const killed = await killBusyWorkers(() => done);
     const failed = await pending;
+    expect(killed.length).toBeGreaterThan(2);
     expect(failed.status).toBe(502);
     expect(failed.json.error?.code).toBe("SEGMENT_SEARCH_FAILED");
+    expect((failed.json.error as { message?: string } | undefined)?.message).toMatch(/group\(s\) /);
     const next = await httpSearch(request());
     expect(next.status).toBe(200);
     for (const pid of killed) expect(isAlive(pid)).toBe(false);
@@ -171,6 +182,26 @@ describe("the local stack", () => {
     for (const socket of ours) expect(socket.address).toBe("127.0.0.1");
   });
 });
+
+/**
+ * Kills the segment-search workers as soon as one is busy: one round of kills, or, with `until`,
+ * round after round until it says stop. Returns the killed pids.
+ */
+async function killBusyWorkers(until?: () => boolean): Promise<number[]> {
+  const killed: number[] = [];
+  for (let i = 0; i < 20_000 && !until?.(); i++) {
+    if ((stack.lambda.stats()[FUNCTIONS.segmentSearch]?.busy ?? 0) > 0) {
+      for (const pid of stack.lambda.workerPids(FUNCTIONS.segmentSearch)) {
+        if (killed.includes(pid)) continue;
+        process.kill(pid, "SIGKILL");
+        killed.push(pid);
+      }
+      if (!until) return killed;
+    }
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return killed;
+}
 
 function isAlive(pid: number): boolean {
   try {

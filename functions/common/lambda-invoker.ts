@@ -55,19 +55,29 @@ export function lambdaInvokerFromEnv(env = process.env): Invoker {
   };
 }
 
+/** An invocation that crashed or timed out (Lambda's FunctionError), as opposed to a handled error. */
+class FunctionFailure extends Error {
+  override readonly name = "FunctionFailure";
+}
+
+/** Crashed or timed-out tasks get this many more tries; searches are reads, so a rerun is safe. */
+const FUNCTION_FAILURE_RETRIES = 2;
+
 /**
  * A throttled task (429: the function's concurrency is used up) is retried soon, with jitter,
- * rather than with the SDK's throttling backoff of seconds, and so is a reset connection; the
- * query's deadline bounds it all.
+ * rather than with the SDK's throttling backoff of seconds, and so is a reset connection; a crash
+ * or timeout is retried twice. The query's deadline bounds it all.
  */
-const THROTTLE_RETRY = {
+const RETRY = {
   retries: 12,
   minTimeout: 20,
   maxTimeout: 1_000,
   factor: 1.6,
   randomize: true,
-  shouldRetry: ({ error }: { error: unknown }) =>
-    error instanceof TooManyRequestsException || isTransportError(error),
+  shouldRetry: ({ error, attemptNumber }: { error: unknown; attemptNumber: number }) =>
+    error instanceof TooManyRequestsException ||
+    isTransportError(error) ||
+    (error instanceof FunctionFailure && attemptNumber <= FUNCTION_FAILURE_RETRIES),
 };
 
 /** No HTTP response at all (a reset socket): searches are reads, so running one twice is safe. */
@@ -83,7 +93,7 @@ function isTransportError(error: unknown): boolean {
 export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
   const client =
     options.client ??
-    // Retries are ours (THROTTLE_RETRY): the SDK's would wait seconds on a 429.
+    // Retries are ours (RETRY): the SDK's would wait seconds on a 429.
     new LambdaClient({
       endpoint: process.env.AWS_ENDPOINT_URL_LAMBDA || undefined,
       maxAttempts: 1,
@@ -97,17 +107,23 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
       FunctionName: functionName,
       Payload: JSON.stringify(payload),
     });
-    const out = await pRetry(() => client.send(command), THROTTLE_RETRY).catch((err: unknown) => {
-      throw new FanoutError(failure, `invoking ${functionName} failed: ${String(err)}`, {
-        cause: err,
-      });
+    const attempt = async () => {
+      const out = await client.send(command);
+      const text = out.Payload ? Buffer.from(out.Payload).toString("utf8") : "null";
+      const body: unknown = JSON.parse(text);
+      if (out.FunctionError) {
+        const message = (body as { errorMessage?: string } | null)?.errorMessage ?? text;
+        throw new FunctionFailure(`${functionName} failed (${out.FunctionError}): ${message}`);
+      }
+      return body;
+    };
+    const body = await pRetry(attempt, RETRY).catch((err: unknown) => {
+      const message =
+        err instanceof FunctionFailure
+          ? err.message
+          : `invoking ${functionName} failed: ${String(err)}`;
+      throw new FanoutError(failure, message, { cause: err });
     });
-    const text = out.Payload ? Buffer.from(out.Payload).toString("utf8") : "null";
-    const body: unknown = JSON.parse(text);
-    if (out.FunctionError) {
-      const message = (body as { errorMessage?: string } | null)?.errorMessage ?? text;
-      throw new FanoutError(failure, `${functionName} failed (${out.FunctionError}): ${message}`);
-    }
     if (isErrorBody(body)) throw fromErrorBody(body);
     return body as T;
   };
