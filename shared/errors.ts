@@ -47,10 +47,31 @@ export class FanoutError extends Error {
     return ERROR_STATUS[this.code];
   }
 
+  /** The body a caller sees, with secrets scrubbed from the message. */
   toBody(): ErrorBody {
-    const { code, message, details } = this;
+    const { code, details } = this;
+    const message = redact(this.message);
     return { error: details === undefined ? { code, message } : { code, message, details } };
   }
+}
+
+/**
+ * Removes credentials from text that leaves the service (error bodies, logs): the values of the
+ * secret AWS variables, and anything shaped like `secret=...` / `token: ...`.
+ */
+export function redact(
+  text: string,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+): string {
+  let out = text;
+  for (const name of ["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]) {
+    const value = env[name];
+    if (value && value.length >= 4) out = out.split(value).join("[redacted]");
+  }
+  return out.replace(
+    /((?:secret|token|password|signature|credential)[\w-]*["']?\s*[:=]\s*["']?)[^\s"',}]+/gi,
+    "$1[redacted]",
+  );
 }
 
 export function isErrorCode(value: unknown): value is ErrorCode {

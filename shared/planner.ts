@@ -121,6 +121,9 @@ export function tasksOf(
   request: ValidSearchRequest,
   requestId: string,
 ): SegmentTask[] {
+  // Lance re-scores ANN candidates exactly when it unions them with a flat search; a refine step
+  // gives indexed candidates the same exact distances, so both kinds rank on one scale.
+  const exactDistances = searchPlan.groups.some((g) => g.kind === "flat");
   return searchPlan.chunks.flatMap(([start, end], chunk) => {
     const queries = encodeVectors(request.queries.slice(start, end));
     return searchPlan.groups.map((group, i) => ({
@@ -139,7 +142,7 @@ export function tasksOf(
       limit: request.k + (request.offset ?? 0),
       filter: request.filter,
       nprobes: request.nprobes,
-      refineFactor: request.refineFactor,
+      refineFactor: exactDistances ? (request.refineFactor ?? 1) : request.refineFactor,
     }));
   });
 }

@@ -8,6 +8,7 @@ import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.j
 import { FanoutError } from "./errors.js";
 import { compareHits } from "./merge.js";
 import type { Runtime } from "./runtime.js";
+import { isNotFound } from "./tables.js";
 import type { SegmentTask, TaskCandidates } from "./tasks.js";
 
 export async function searchSegments(task: SegmentTask, runtime: Runtime): Promise<TaskCandidates> {
@@ -38,7 +39,19 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
     if (task.nprobes !== undefined) query = query.nprobes(task.nprobes);
     if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
   }
-  const batch = await query.toArrow();
+  const batch = await query.toArrow().catch((err: unknown) => {
+    // The pinned version's files vanished under a view: it was cleaned up during the query.
+    if (isNotFound(err)) {
+      throw new FanoutError(
+        "VERSION_NOT_FOUND",
+        `version ${task.version} of ${task.dataset} is gone`,
+        {
+          cause: err,
+        },
+      );
+    }
+    throw err;
+  });
   return {
     group: task.group,
     chunk: task.chunk,

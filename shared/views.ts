@@ -16,7 +16,7 @@ import { type DatasetLocation, splitS3Uri } from "./dataset.js";
 import { FanoutError } from "./errors.js";
 import { readManifest } from "./manifest-store.js";
 import type { ObjectReader } from "./objects.js";
-import { type Connection, connectDatabase, type Table } from "./tables.js";
+import { type Connection, connectDatabase, isNotFound, type Table } from "./tables.js";
 
 export interface ViewSpec {
   readonly dataset: DatasetLocation;
@@ -108,21 +108,18 @@ export class ViewCache {
   async #ensure(name: string, spec: ViewSpec): Promise<OpenView> {
     const root = this.#root(spec.dataset);
     const connection = await this.#connection(root, spec.dataset.kind);
-    let table = await openIfExists(connection, name);
-    if (!table) {
-      try {
-        table = await connection.cloneTable(name, spec.dataset.uri, {
-          sourceVersion: spec.version,
-          isShallow: true,
-        });
-      } catch (err) {
-        // Another process created it first, or (S3) lancedb re-opened the clone without its
-        // storage options: the clone is there, open it as usual.
-        table = await openIfExists(connection, name);
-        if (!table) throw err;
-      }
+    const uri = `${root}/${name}.lance`;
+    let table = (await openIfExists(connection, name)) ?? (await clone(connection, name, spec));
+    try {
+      await this.#restrict(table, uri, spec);
+    } catch (err) {
+      if (!(err instanceof StaleView)) throw err;
+      // Not what its name promises (damaged, or written by something else): build it anew.
+      table.close();
+      await connection.dropTable(name).catch(() => {});
+      table = await clone(connection, name, spec);
+      await this.#restrict(table, uri, spec);
     }
-    await this.#restrict(table, `${root}/${name}.lance`, spec);
     const searchedSegments =
       (await table.listIndices()).find((i) => i.name === spec.indexName)?.numSegments ?? 0;
     if (searchedSegments !== spec.segments.length) {
@@ -141,15 +138,14 @@ export class ViewCache {
       const manifest = await readManifest(this.#objects, uri, await table.version());
       const live = manifest.fragments.map((f) => f.id);
       const missing = spec.fragments.filter((id) => !live.includes(id));
-      if (missing.length > 0) {
-        throw new FanoutError("INTERNAL", `view ${uri} lacks fragments ${missing.join(", ")}`);
-      }
+      if (missing.length > 0)
+        throw new StaleView(`view ${uri} lacks fragments ${missing.join(", ")}`);
       const effective = manifest.segments
         .filter((s) => s.name === spec.indexName && s.fragmentIds?.some((id) => keep.has(id)))
         .map((s) => s.uuid)
         .sort();
       if (effective.join() !== spec.segments.join()) {
-        throw new FanoutError("INTERNAL", `view ${uri} covers segments ${effective.join(", ")}`);
+        throw new StaleView(`view ${uri} covers segments ${effective.join(", ")}`);
       }
       // Lance searches the first vector index on a column: keep only the chosen one.
       const others = new Set(
@@ -189,6 +185,38 @@ export class ViewCache {
       this.#connections.set(root, connection);
     }
     return connection;
+  }
+}
+
+/** A view whose contents do not match its name. */
+class StaleView extends FanoutError {
+  constructor(message: string) {
+    super("INTERNAL", message);
+  }
+}
+
+/**
+ * Shallow-clones the pinned version under `name`. Another process may have created it first, or
+ * (S3) lancedb re-opens the clone without its storage options and throws although the clone is
+ * there: then open it as usual.
+ */
+async function clone(connection: Connection, name: string, spec: ViewSpec): Promise<Table> {
+  try {
+    return await connection.cloneTable(name, spec.dataset.uri, {
+      sourceVersion: spec.version,
+      isShallow: true,
+    });
+  } catch (err) {
+    const table = await openIfExists(connection, name);
+    if (table) return table;
+    if (isNotFound(err)) {
+      throw new FanoutError(
+        "VERSION_NOT_FOUND",
+        `version ${spec.version} of ${spec.dataset.uri} is gone (cleaned up during the query?)`,
+        { cause: err },
+      );
+    }
+    throw err;
   }
 }
 

@@ -9,6 +9,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  rmSync,
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,7 +19,7 @@ import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import type { CfnRole } from "aws-cdk-lib/aws-iam";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
-import { describe, expect, test } from "vitest";
+import { afterAll, describe, expect, test } from "vitest";
 import { fanoutBundling } from "../infra/bundling.js";
 import { CONTEXT_KEYS, settingsFromContext } from "../infra/context.js";
 import { DatasetAccess, parseDatasetPrefix, parseViewPrefix } from "../infra/dataset-access.js";
@@ -48,6 +49,17 @@ function synth(props: LanceFanoutStackProps = {}): { stack: LanceFanoutStack; te
 }
 
 const defaults = synth();
+
+const tempDirs: string[] = [];
+/** A temporary directory removed after the tests. */
+function tmp(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `fanout-${name}-`));
+  tempDirs.push(dir);
+  return dir;
+}
+afterAll(() => {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+});
 
 interface Statement {
   readonly Effect: string;
@@ -711,7 +723,7 @@ describe("bundling", () => {
 
   /** A fake asset: lancedb with its optional extras and platform builds, and a fake ELF binary. */
   function fakeAsset(machine: number): string {
-    const dir = mkdtempSync(join(tmpdir(), "fanout-asset-"));
+    const dir = tmp("asset");
     const pkg = (path: string, json: object, files: Record<string, string | Buffer> = {}) => {
       mkdirSync(join(dir, path), { recursive: true });
       writeFileSync(join(dir, path, "package.json"), JSON.stringify(json));
@@ -797,7 +809,6 @@ describe("bundling", () => {
   });
 
   test("native modules are installed once per architecture, for it, then copied from the cache", () => {
-    const tmp = (name: string) => mkdtempSync(join(tmpdir(), `fanout-${name}-`));
     const root = tmp("project");
     writeFileSync(
       join(root, "package.json"),

@@ -255,10 +255,9 @@ describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
 
   beforeAll(async () => {
     functions = synthOf(HOST as Architecture).functions;
-    s3 = await startLocalS3({
-      directory: await mkdtemp(join(tmpdir(), "fanout-pkg-s3-")),
-      buckets: [BUCKET],
-    });
+    const s3Dir = await mkdtemp(join(tmpdir(), "fanout-pkg-s3-"));
+    outdirs.push(s3Dir);
+    s3 = await startLocalS3({ directory: s3Dir, buckets: [BUCKET] });
     dataset = await makeDataset({
       db: { uri: `s3://${BUCKET}/datasets/db`, storageOptions: s3.storageOptions() },
       initialRows: 1000,
