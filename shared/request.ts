@@ -48,7 +48,16 @@ export const searchRequestSchema = z
     column: columnName.optional(),
     indexName: z.string().min(1).max(1024).optional(),
     version: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
-    filter: z.string().trim().min(1).max(LIMITS.maxFilterLength).optional(),
+    filter: z
+      .string()
+      .trim()
+      .min(1)
+      .max(LIMITS.maxFilterLength)
+      // Lance would parse the first statement and ignore the rest: refuse rather than guess.
+      .refine((f) => !f.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`/g, "").includes(";"), {
+        message: "must be one SQL expression (no ';')",
+      })
+      .optional(),
     nprobes: positiveInt(LIMITS.maxNprobes).optional(),
     refineFactor: positiveInt(LIMITS.maxRefineFactor).optional(),
     distanceType: z.enum(DISTANCE_TYPES).optional(),

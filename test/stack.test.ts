@@ -7,11 +7,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { tableFromIPC } from "apache-arrow";
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { FUNCTIONS, type Stack, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
+import { ERROR_STATUS } from "../shared/errors.js";
 import { createRuntime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
+import { badRequests } from "./support/bad-requests.js";
 import { type Dataset, makeDataset, queries } from "./support/fixtures.js";
 import { expectValid } from "./support/openapi.js";
 
@@ -174,6 +177,71 @@ describe("the local stack", () => {
     expect(stack.lambda.workerPids(FUNCTIONS.segmentSearch).length).toBeLessThanOrEqual(8);
   });
 
+  test("a battery of malformed requests gets its documented 4xx over HTTP and direct invoke, crashing nothing", async () => {
+    const cases = badRequests({ ...request(), query: [q0] }, stack.bucket);
+    expect(cases.length).toBeGreaterThanOrEqual(60);
+    const crashes = () =>
+      Object.values(stack.lambda.stats()).reduce((sum, s) => sum + s.crashes, 0);
+    const before = crashes();
+    const tally = { tried: 0, "4xx": 0, "5xx": 0 };
+    for (const { name, body, code } of cases) {
+      const text = typeof body === "string" ? body : JSON.stringify(body);
+      const res = await fetch(`${stack.api.url}/search`, { method: "POST", body: text });
+      const json = (await res.json()) as { error?: { code: string } };
+      tally.tried++;
+      tally[res.status >= 500 ? "5xx" : "4xx"]++;
+      expect({ name, status: res.status, code: json.error?.code }).toEqual({
+        name,
+        status: ERROR_STATUS[code],
+        code,
+      });
+      if (code === "PAYLOAD_TOO_LARGE") continue; // over Lambda's invoke limit itself
+      tally.tried++;
+      const invoke = lambda.send(
+        new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: text }),
+      );
+      if (!isJson(text)) {
+        // Lambda itself refuses a payload that is not JSON, with a 400.
+        await expect(invoke).rejects.toMatchObject({ name: "InvalidRequestContentException" });
+        tally["4xx"]++;
+        continue;
+      }
+      const out = await invoke;
+      const direct = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8") || "null");
+      expect({ name, functionError: out.FunctionError, code: direct?.error?.code }).toEqual({
+        name,
+        functionError: undefined,
+        code,
+      });
+      tally["4xx"]++;
+    }
+    console.log(
+      `bad input: ${tally.tried} tried, ${tally["4xx"]} answered 4xx, ${tally["5xx"]} 5xx`,
+    );
+    expect(tally["5xx"]).toBe(0);
+    expect(crashes()).toBe(before);
+  });
+
+  test("random JSON never gets a 5xx or an unstructured answer (fast-check)", async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.oneof(
+          fc.jsonValue(),
+          fc.record({ dataset: fc.string(), query: fc.jsonValue(), k: fc.jsonValue() }),
+        ),
+        async (value) => {
+          const res = await fetch(`${stack.api.url}/search`, {
+            method: "POST",
+            body: JSON.stringify(value),
+          });
+          const json = (await res.json()) as { error?: { code: string; message: string } };
+          return res.status >= 400 && res.status < 500 && typeof json.error?.code === "string";
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
   test("nothing listens on anything but 127.0.0.1", async () => {
     const ports = new Set([stack.s3.port, stack.lambda.port, stack.api.port]);
     const listening = await listeningSockets();
@@ -201,6 +269,15 @@ async function killBusyWorkers(until?: () => boolean): Promise<number[]> {
     await new Promise((r) => setTimeout(r, 2));
   }
   return killed;
+}
+
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function isAlive(pid: number): boolean {
