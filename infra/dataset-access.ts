@@ -117,7 +117,9 @@ export class DatasetAccess {
     this.kmsKeyArns = props.kmsKeyArns ?? [];
     for (const arn of this.kmsKeyArns) {
       if (!KMS_KEY_ARN.test(arn)) {
-        throw new TypeError(`Expected a KMS key ARN arn:aws:kms:<region>:<account>:key/<id>, got "${arn}"`);
+        throw new TypeError(
+          `Expected a KMS key ARN arn:aws:kms:<region>:<account>:key/<id>, got "${arn}"`,
+        );
       }
     }
   }
@@ -170,12 +172,14 @@ export class DatasetAccess {
 
   /** Adds {@link readStatements} to the grantee's policy. */
   grantRead(grantee: IGrantable): void {
-    for (const statement of this.readStatements()) grantee.grantPrincipal.addToPrincipalPolicy(statement);
+    for (const statement of this.readStatements())
+      grantee.grantPrincipal.addToPrincipalPolicy(statement);
   }
 
   /** Adds {@link viewStatements} to the grantee's policy. */
   grantViews(grantee: IGrantable): void {
-    for (const statement of this.viewStatements()) grantee.grantPrincipal.addToPrincipalPolicy(statement);
+    for (const statement of this.viewStatements())
+      grantee.grantPrincipal.addToPrincipalPolicy(statement);
   }
 
   #sid(kind: string, bucket: string): string {
@@ -196,7 +200,9 @@ export class DatasetAccess {
     return new PolicyStatement({
       sid: statementId,
       actions: ["s3:ListBucket"],
-      resources: [this.#stack.formatArn({ service: "s3", region: "", account: "", resource: bucket })],
+      resources: [
+        this.#stack.formatArn({ service: "s3", region: "", account: "", resource: bucket }),
+      ],
       conditions: { StringLike: { "s3:prefix": prefixes.map((prefix) => `${prefix}*`) } },
     });
   }
@@ -207,7 +213,9 @@ export class DatasetAccess {
       new PolicyStatement({
         actions,
         resources: [...this.kmsKeyArns],
-        conditions: { StringEquals: { "kms:ViaService": `s3.${this.#stack.region}.amazonaws.com` } },
+        conditions: {
+          StringEquals: { "kms:ViaService": `s3.${this.#stack.region}.amazonaws.com` },
+        },
       }),
     ];
   }

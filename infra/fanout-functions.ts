@@ -166,14 +166,22 @@ export class FanoutFunctions extends Construct {
       "lance-fanout: one k-nearest search over one group of index segments",
     );
     props.access.grantViews(segmentSearch.fn);
-    const merge = make("Merge", "merge", settings.merge, "lance-fanout: global top-k and select columns");
+    const merge = make(
+      "Merge",
+      "merge",
+      settings.merge,
+      "lance-fanout: global top-k and select columns",
+    );
     const planner = make(
       "Planner",
       "planner",
       settings.planner,
       "lance-fanout: plans a search, fans out segment-search tasks, merges",
     );
-    planner.fn.addEnvironment("LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION", segmentSearch.fn.functionName);
+    planner.fn.addEnvironment(
+      "LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION",
+      segmentSearch.fn.functionName,
+    );
     planner.fn.addEnvironment("LANCE_FANOUT_MERGE_FUNCTION", merge.fn.functionName);
     planner.fn.addEnvironment("LANCE_FANOUT_MAX_TASKS", String(maxTasks));
     planner.fn.addEnvironment("LANCE_FANOUT_TIMEOUT_MS", String(queryTimeoutMs));
@@ -208,7 +216,9 @@ function sizing(
 ): Sizing {
   const memorySize = settings?.memorySize ?? defaults.memorySize;
   if (!(Number.isInteger(memorySize) && memorySize >= 128 && memorySize <= 10_240)) {
-    throw new TypeError(`Expected ${name}.memorySize to be an integer 128..10240 (MB), got ${memorySize}`);
+    throw new TypeError(
+      `Expected ${name}.memorySize to be an integer 128..10240 (MB), got ${memorySize}`,
+    );
   }
   const timeout = settings?.timeout ?? defaults.timeout;
   const seconds = timeout.toSeconds({ integral: false });

@@ -1,34 +1,30 @@
 /**
- * The last step of bundling a function asset, run by `NodejsFunction`'s `afterBundling` hook
- * after `npm ci` has installed the native modules into the asset:
+ * Prunes an installed `node_modules` for one Lambda architecture (used by
+ * `infra/native-modules.ts` on the native modules of every function asset):
  *
- * 1. checks the lancedb native binary is the function's architecture (the `npm ci` of the asset
- *    installs for the host unless `npm_config_cpu` says otherwise, and a wrong binary would only
- *    fail on Lambda);
+ * 1. checks the lancedb native binary is the function's architecture (`npm ci` installs for the
+ *    host unless `npm_config_cpu` says otherwise, and a wrong binary would only fail on Lambda);
  * 2. deletes every installed package the function cannot load: optional dependencies without a
  *    platform (lancedb's `openai` and `@huggingface/transformers` embedding extras) and native
  *    builds for other platforms, then type declarations, source maps and READMEs of dependencies
  *    (licenses stay);
  * 3. strips the binary's symbols (~20 MB less) when a `strip` for its architecture is installed,
  *    and otherwise says so and goes on;
- * 4. fails if the unzipped asset is over Lambda's 250 MB limit.
- *
- * Usage: `node --import tsx infra/prune-asset.ts <assetDir> <arm64|x64>`.
+ * 4. fails if the result is over Lambda's 250 MB unzipped limit.
  * @module
  */
 import { spawnSync } from "node:child_process";
 import {
+  closeSync,
   existsSync,
   lstatSync,
   openSync,
   readdirSync,
   readFileSync,
   readSync,
-  closeSync,
   rmSync,
 } from "node:fs";
 import { dirname, join, relative } from "node:path";
-import { pathToFileURL } from "node:url";
 
 /** A Lambda instruction set, named as Node names it (`process.arch`). */
 export type AssetArch = "arm64" | "x64";
@@ -37,7 +33,7 @@ export type AssetArch = "arm64" | "x64";
 export const LAMBDA_UNZIPPED_LIMIT_BYTES = 262_144_000;
 
 /** ELF `e_machine` of each architecture. */
-const ELF_MACHINE: Readonly<Record<AssetArch, number>> = { x64: 62, arm64: 183 };
+export const ELF_MACHINE: Readonly<Record<AssetArch, number>> = { x64: 62, arm64: 183 };
 
 export interface PruneOptions {
   readonly arch: AssetArch;
@@ -47,6 +43,8 @@ export interface PruneOptions {
    *   architecture) and `llvm-strip` that is installed; the `LANCE_FANOUT_STRIP` variable overrides
    */
   readonly strip?: string;
+  /** Strip commands tried in order when `strip` is not given. @default {@link stripCandidates} */
+  readonly stripCandidates?: readonly string[];
   /** Where progress goes. @default process.stderr */
   readonly log?: (line: string) => void;
 }
@@ -77,8 +75,7 @@ export function elfMachine(file: string): number | undefined {
   } finally {
     closeSync(fd);
   }
-  const isElf64Le =
-    header.readUInt32BE(0) === 0x7f454c46 && header[4] === 2 && header[5] === 1;
+  const isElf64Le = header.readUInt32BE(0) === 0x7f454c46 && header[4] === 2 && header[5] === 1;
   return isElf64Le ? header.readUInt16LE(18) : undefined;
 }
 
@@ -93,7 +90,10 @@ export function directorySize(dir: string): number {
   return total;
 }
 
-/** Prunes, checks and strips one bundled asset in place. @throws Error on a wrong or missing binary, or an asset over the Lambda limit. */
+/**
+ * Prunes, checks and strips `dir` (a package.json and its installed node_modules) in place.
+ * @throws Error on a wrong or missing binary, or a result over the Lambda limit.
+ */
 export function pruneAsset(assetDir: string, options: PruneOptions): PruneReport {
   const { arch } = options;
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
@@ -101,13 +101,22 @@ export function pruneAsset(assetDir: string, options: PruneOptions): PruneReport
   const binary = findBinary(assetDir, arch);
 
   const removedPackages = removeUnreachablePackages(assetDir, arch);
-  removeFiles(join(assetDir, "node_modules"), /\.d\.[cm]?ts$|\.map$|^(readme|changelog|history)\.md$/i);
+  removeFiles(
+    join(assetDir, "node_modules"),
+    /\.d\.[cm]?ts$|\.map$|^(readme|changelog|history)\.md$/i,
+  );
   rmSync(join(assetDir, "node_modules", ".bin"), { recursive: true, force: true });
   rmSync(join(assetDir, "node_modules", ".package-lock.json"), { force: true });
   // The lock file copied in for `npm ci` lists every dev dependency of the project.
   rmSync(join(assetDir, "package-lock.json"), { force: true });
 
-  const strippedWith = strip(binary, arch, options.strip ?? process.env.LANCE_FANOUT_STRIP, log);
+  const strippedWith = strip(
+    binary,
+    arch,
+    options.strip ?? process.env.LANCE_FANOUT_STRIP,
+    options.stripCandidates ?? stripCandidates(arch),
+    log,
+  );
   const bytesAfter = directorySize(assetDir);
   const report: PruneReport = {
     arch,
@@ -118,20 +127,20 @@ export function pruneAsset(assetDir: string, options: PruneOptions): PruneReport
     bytesAfter,
   };
   log(
-    `lance-fanout asset ${arch}: ${mb(bytesBefore)} -> ${mb(bytesAfter)} unzipped, ` +
+    `lance-fanout native modules ${arch}: ${mb(bytesBefore)} -> ${mb(bytesAfter)} unzipped, ` +
       `${removedPackages.length} unused packages removed, binary ${
         strippedWith ? `stripped with ${strippedWith}` : "NOT stripped"
       } (${assetDir})`,
   );
-  if (bytesAfter > LAMBDA_UNZIPPED_LIMIT_BYTES) {
-    throw new Error(
-      `the ${arch} asset is ${mb(bytesAfter)} unzipped, over Lambda's ${mb(LAMBDA_UNZIPPED_LIMIT_BYTES)} limit (${assetDir})`,
-    );
-  }
+  assertUnderLambdaLimit(assetDir, bytesAfter, arch);
   return report;
 }
 
-function findBinary(assetDir: string, arch: AssetArch): string {
+/**
+ * The lancedb native binary of `arch` under `assetDir`, checked by ELF machine.
+ * @throws Error when it is missing or of another architecture.
+ */
+export function findBinary(assetDir: string, arch: AssetArch): string {
   const pkg = join(assetDir, "node_modules", lancedbBinaryPackage(arch));
   const file = existsSync(pkg)
     ? readdirSync(pkg).find((name) => name.endsWith(".node"))
@@ -220,7 +229,8 @@ function removeUnreachablePackages(assetDir: string, arch: AssetArch): string[] 
           removed.push(relative(assetDir, dir));
         }
       }
-      if (entry.name.startsWith("@") && readdirSync(path).length === 0) rmSync(path, { recursive: true });
+      if (entry.name.startsWith("@") && readdirSync(path).length === 0)
+        rmSync(path, { recursive: true });
     }
   };
   sweep(join(assetDir, "node_modules"));
@@ -250,13 +260,14 @@ function strip(
   binary: string,
   arch: AssetArch,
   requested: string | undefined,
+  candidates: readonly string[],
   log: (line: string) => void,
 ): string | undefined {
   if (requested === "off") return undefined;
-  const tool = requested || stripCandidates(arch).find(isInstalled);
+  const tool = requested || candidates.find(isInstalled);
   if (!tool) {
     log(
-      `lance-fanout asset ${arch}: no strip for ${arch} is installed (tried ${stripCandidates(arch).join(", ")}); ` +
+      `lance-fanout native modules ${arch}: no strip for ${arch} is installed (tried ${candidates.join(", ")}); ` +
         `the binary keeps its symbols. On Debian/Ubuntu: apt-get install binutils-${
           arch === "arm64" ? "aarch64" : "x86-64"
         }-linux-gnu`,
@@ -275,25 +286,16 @@ function strip(
   return tool;
 }
 
-function mb(bytes: number): string {
+/** Bytes as "148.9 MB". */
+export function mb(bytes: number): string {
   return `${(bytes / 1e6).toFixed(1)} MB`;
 }
 
-function isArch(value: string | undefined): value is AssetArch {
-  return value === "arm64" || value === "x64";
-}
-
-// Run as the bundling hook: `node --import tsx infra/prune-asset.ts <assetDir> <arm64|x64>`.
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const [assetDir, arch] = process.argv.slice(2);
-  if (!assetDir || !isArch(arch)) {
-    process.stderr.write("usage: node --import tsx infra/prune-asset.ts <assetDir> <arm64|x64>\n");
-    process.exit(2);
-  }
-  try {
-    pruneAsset(assetDir, { arch });
-  } catch (err) {
-    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
-    process.exit(1);
+/** @throws Error when `bytes` (of `dir`) exceed Lambda's unzipped limit. */
+export function assertUnderLambdaLimit(dir: string, bytes: number, arch: AssetArch): void {
+  if (bytes > LAMBDA_UNZIPPED_LIMIT_BYTES) {
+    throw new Error(
+      `the ${arch} asset is ${mb(bytes)} unzipped, over Lambda's ${mb(LAMBDA_UNZIPPED_LIMIT_BYTES)} limit (${dir})`,
+    );
   }
 }

@@ -1,0 +1,220 @@
+/**
+ * The app's configuration from CDK context (`cdk.json` or `-c key=value`), parsed into stack
+ * props. Values from the command line arrive as strings, values from cdk.json as JSON; both
+ * are accepted and checked, and an unknown key is an error (a typo would otherwise be ignored).
+ * @module
+ */
+import { Duration, RemovalPolicy } from "aws-cdk-lib";
+import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
+import { RetentionDays } from "aws-cdk-lib/aws-logs";
+import type { FunctionSettings } from "./fanout-functions.js";
+import type { LanceFanoutStackProps } from "./lance-fanout-stack.js";
+
+/** Every context key the app reads, with what it means (docs/deploy.md lists the same). */
+export const CONTEXT_KEYS = {
+  stackName: "stack name (default LanceFanout)",
+  account: "account id (default: the CLI's current account, CDK_DEFAULT_ACCOUNT)",
+  region: "region (default CDK_DEFAULT_REGION, AWS_REGION, then us-east-1)",
+  datasets: "comma-separated s3://bucket/prefix/ that may be searched (read only)",
+  viewPrefix: "key prefix for segment views in each dataset bucket (default lance-fanout-views)",
+  architecture: "arm64 (default) or x86_64",
+  runtime: "nodejs24.x (default) or nodejs22.x",
+  maxTasks: "upper bound on tasks per query (default 16)",
+  queryTimeoutMs: "deadline of a query without timeoutMs (default 25000)",
+  viewCacheSize: "open views per execution environment (default 64)",
+  "planner.memoryMb": "planner memory (default 1024)",
+  "planner.timeoutSeconds": "planner timeout (default 29)",
+  "planner.reservedConcurrency": "planner reserved concurrency (default none)",
+  "segmentSearch.memoryMb": "segment-search memory (default 2048)",
+  "segmentSearch.timeoutSeconds": "segment-search timeout (default 30)",
+  "segmentSearch.reservedConcurrency": "segment-search reserved concurrency (default none)",
+  "merge.memoryMb": "merge memory (default 1024)",
+  "merge.timeoutSeconds": "merge timeout (default 30)",
+  "merge.reservedConcurrency": "merge reserved concurrency (default none)",
+  auth: "iam (default, SigV4) or jwt",
+  jwtIssuer: "JWT issuer URL (auth=jwt)",
+  jwtAudience: "comma-separated JWT audiences (auth=jwt)",
+  throttleRateLimit: "API requests per second (default 20)",
+  throttleBurstLimit: "API burst (default 40)",
+  logRetentionDays: "days of function and access logs (default 30)",
+  retainLogs: "true to keep log groups after cdk destroy (default false)",
+  kmsKeyArns: "comma-separated KMS key ARNs of SSE-KMS dataset buckets",
+  metricsNamespace: "CloudWatch namespace (default LanceFanout/<stackName>)",
+} as const;
+
+export type ContextKey = keyof typeof CONTEXT_KEYS;
+
+export interface AppSettings {
+  readonly stackName: string;
+  readonly props: LanceFanoutStackProps;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Reads the app settings from context.
+ * @param context all context values (`app.node.getAllContext()`)
+ * @throws TypeError naming the key, for an unknown key or an invalid value.
+ */
+export function settingsFromContext(
+  context: Readonly<Record<string, unknown>>,
+  env: Env = process.env,
+): AppSettings {
+  for (const key of Object.keys(context)) {
+    // CDK's own keys and feature flags contain ":" or "/" (aws:cdk:..., @aws-cdk/...).
+    if (!/[:/]/.test(key) && !(key in CONTEXT_KEYS)) {
+      throw new TypeError(
+        `Unknown context key "${key}"; lance-fanout reads: ${Object.keys(CONTEXT_KEYS).join(", ")}`,
+      );
+    }
+  }
+  const get = (key: ContextKey) => context[key];
+  const auth = optionalString(get, "auth") ?? "iam";
+  if (auth !== "iam" && auth !== "jwt") {
+    throw new TypeError(`Context "auth" must be iam or jwt, got "${auth}"`);
+  }
+  const props: LanceFanoutStackProps = {
+    env: {
+      account: optionalString(get, "account") ?? env.CDK_DEFAULT_ACCOUNT,
+      region:
+        optionalString(get, "region") ?? env.CDK_DEFAULT_REGION ?? env.AWS_REGION ?? "us-east-1",
+    },
+    description: "lance-fanout: serverless fan-out vector search over Lance datasets on S3",
+    datasets: list(get, "datasets"),
+    viewPrefix: optionalString(get, "viewPrefix"),
+    architecture: architecture(optionalString(get, "architecture")),
+    runtime: runtime(optionalString(get, "runtime")),
+    planner: functionSettings(get, "planner"),
+    segmentSearch: functionSettings(get, "segmentSearch"),
+    merge: functionSettings(get, "merge"),
+    maxTasks: optionalInt(get, "maxTasks"),
+    queryTimeout: map(optionalInt(get, "queryTimeoutMs"), Duration.millis),
+    viewCacheSize: optionalInt(get, "viewCacheSize"),
+    auth:
+      auth === "iam"
+        ? { type: "iam" }
+        : {
+            type: "jwt",
+            issuer: required(optionalString(get, "jwtIssuer"), "jwtIssuer", "auth=jwt"),
+            audience: required(list(get, "jwtAudience"), "jwtAudience", "auth=jwt"),
+          },
+    throttle: {
+      rateLimit: optionalNumber(get, "throttleRateLimit"),
+      burstLimit: optionalInt(get, "throttleBurstLimit"),
+    },
+    logRetention: retention(optionalInt(get, "logRetentionDays")),
+    logRemovalPolicy: optionalBool(get, "retainLogs")
+      ? RemovalPolicy.RETAIN
+      : RemovalPolicy.DESTROY,
+    kmsKeyArns: list(get, "kmsKeyArns"),
+    metricsNamespace: optionalString(get, "metricsNamespace"),
+  };
+  const stackName = optionalString(get, "stackName") ?? "LanceFanout";
+  if (!/^[A-Za-z][A-Za-z0-9-]{0,127}$/.test(stackName)) {
+    throw new TypeError(
+      `Context "stackName" must be a CloudFormation stack name, got "${stackName}"`,
+    );
+  }
+  return { stackName, props };
+}
+
+type Get = (key: ContextKey) => unknown;
+
+function optionalString(get: Get, key: ContextKey): string | undefined {
+  const value = get(key);
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== "string" && typeof value !== "number") {
+    throw new TypeError(`Context "${key}" must be a string, got ${JSON.stringify(value)}`);
+  }
+  const text = String(value).trim();
+  return text === "" ? undefined : text;
+}
+
+function list(get: Get, key: ContextKey): string[] | undefined {
+  const value = get(key);
+  const items = Array.isArray(value)
+    ? value.map((item) => {
+        if (typeof item !== "string") {
+          throw new TypeError(`Context "${key}" must list strings, got ${JSON.stringify(item)}`);
+        }
+        return item.trim();
+      })
+    : optionalString(get, key)
+        ?.split(",")
+        .map((item) => item.trim());
+  const nonEmpty = items?.filter(Boolean);
+  return nonEmpty?.length ? nonEmpty : undefined;
+}
+
+function optionalNumber(get: Get, key: ContextKey): number | undefined {
+  const text = optionalString(get, key);
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!Number.isFinite(value)) {
+    throw new TypeError(`Context "${key}" must be a number, got "${text}"`);
+  }
+  return value;
+}
+
+function optionalInt(get: Get, key: ContextKey): number | undefined {
+  const value = optionalNumber(get, key);
+  if (value !== undefined && !Number.isSafeInteger(value)) {
+    throw new TypeError(`Context "${key}" must be an integer, got ${value}`);
+  }
+  return value;
+}
+
+function optionalBool(get: Get, key: ContextKey): boolean {
+  const value = get(key);
+  if (value === undefined || value === true || value === false) return value === true;
+  if (value === "true" || value === "false") return value === "true";
+  throw new TypeError(`Context "${key}" must be true or false, got ${JSON.stringify(value)}`);
+}
+
+function functionSettings(get: Get, name: "planner" | "segmentSearch" | "merge"): FunctionSettings {
+  return {
+    memorySize: optionalInt(get, `${name}.memoryMb`),
+    timeout: map(optionalNumber(get, `${name}.timeoutSeconds`), Duration.seconds),
+    reservedConcurrency: optionalInt(get, `${name}.reservedConcurrency`),
+  };
+}
+
+function architecture(value: string | undefined): Architecture | undefined {
+  if (value === undefined) return undefined;
+  if (value === "arm64") return Architecture.ARM_64;
+  if (value === "x86_64") return Architecture.X86_64;
+  throw new TypeError(`Context "architecture" must be arm64 or x86_64, got "${value}"`);
+}
+
+function runtime(value: string | undefined): Runtime | undefined {
+  if (value === undefined) return undefined;
+  const found = [Runtime.NODEJS_22_X, Runtime.NODEJS_24_X].find((r) => r.name === value);
+  if (!found) {
+    throw new TypeError(
+      `Context "runtime" must be nodejs24.x or nodejs22.x (Lambda no longer creates nodejs20.x functions), got "${value}"`,
+    );
+  }
+  return found;
+}
+
+function retention(days: number | undefined): RetentionDays | undefined {
+  if (days === undefined) return undefined;
+  const allowed = Object.values(RetentionDays).filter(
+    (v): v is RetentionDays => typeof v === "number" && v !== RetentionDays.INFINITE,
+  );
+  if (!allowed.includes(days as RetentionDays)) {
+    throw new TypeError(
+      `Context "logRetentionDays" must be one of ${allowed.sort((a, b) => a - b).join(", ")}, got ${days}`,
+    );
+  }
+  return days as RetentionDays;
+}
+
+function required<T>(value: T | undefined, key: ContextKey, when: string): T {
+  if (value === undefined) throw new TypeError(`Context "${key}" is required with ${when}`);
+  return value;
+}
+
+function map<T, R>(value: T | undefined, f: (value: T) => R): R | undefined {
+  return value === undefined ? undefined : f(value);
+}

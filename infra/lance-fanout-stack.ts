@@ -1,0 +1,141 @@
+/**
+ * The lance-fanout stack: the three functions, their S3 and invoke permissions, the search API
+ * and the metrics. It composes the constructs and holds no logic of its own beyond validation.
+ * @module
+ */
+import {
+  Annotations,
+  CfnOutput,
+  Duration,
+  type RemovalPolicy,
+  Stack,
+  type StackProps,
+} from "aws-cdk-lib";
+import type { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
+import type { RetentionDays } from "aws-cdk-lib/aws-logs";
+import type { Construct } from "constructs";
+import { DatasetAccess, parseDatasetPrefix } from "./dataset-access.js";
+import { FanoutFunctions, type FunctionSettings } from "./fanout-functions.js";
+import { FanoutMetrics } from "./fanout-metrics.js";
+import { SearchApi, type SearchApiAuth, type SearchApiThrottle } from "./search-api.js";
+
+/** HTTP API integrations time out after 29 s. */
+const API_INTEGRATION_TIMEOUT = Duration.seconds(29);
+
+export interface LanceFanoutStackProps extends StackProps {
+  /**
+   * Dataset prefixes that may be searched, `s3://bucket/prefix/`, read only: the buckets are
+   * imported by name, never created or written outside the view prefix.
+   * @default none: the stack synthesizes with a warning and its functions can read nothing
+   */
+  readonly datasets?: readonly string[];
+  /**
+   * Key prefix, in each dataset bucket, where segment-search writes segment views (the only
+   * writable place). Views are named by content and reused; expire old ones with a lifecycle rule
+   * on this prefix (docs/deploy.md).
+   * @default "lance-fanout-views"
+   */
+  readonly viewPrefix?: string;
+  /** @default Architecture.ARM_64 */
+  readonly architecture?: Architecture;
+  /** nodejs22.x or nodejs24.x. @default Runtime.NODEJS_24_X */
+  readonly runtime?: Runtime;
+  /** @default 1024 MB, 29 s, no reserved concurrency */
+  readonly planner?: FunctionSettings;
+  /** @default 2048 MB, 30 s, no reserved concurrency */
+  readonly segmentSearch?: FunctionSettings;
+  /** @default 1024 MB, 30 s, no reserved concurrency */
+  readonly merge?: FunctionSettings;
+  /** Upper bound on tasks per query (a request's `maxTasks` can only lower it). @default 16 */
+  readonly maxTasks?: number;
+  /** Deadline of a query that sets no `timeoutMs`. @default 25 s */
+  readonly queryTimeout?: Duration;
+  /** Open segment views kept per execution environment. @default 64 */
+  readonly viewCacheSize?: number;
+  /** @default { type: "iam" } (SigV4) */
+  readonly auth?: SearchApiAuth;
+  /** @default { rateLimit: 20, burstLimit: 40 } */
+  readonly throttle?: SearchApiThrottle;
+  /** KMS keys of SSE-KMS dataset buckets. @default none */
+  readonly kmsKeyArns?: readonly string[];
+  /** Retention of function and access logs. @default RetentionDays.ONE_MONTH */
+  readonly logRetention?: RetentionDays;
+  /** @default RemovalPolicy.DESTROY: `cdk destroy` deletes the logs with the stack */
+  readonly logRemovalPolicy?: RemovalPolicy;
+  /** CloudWatch namespace of the metrics. @default `LanceFanout/<stack name>` */
+  readonly metricsNamespace?: string;
+}
+
+export class LanceFanoutStack extends Stack {
+  readonly functions: FanoutFunctions;
+  readonly api: SearchApi;
+  readonly metrics: FanoutMetrics;
+  readonly access: DatasetAccess;
+
+  /** @throws TypeError for invalid props (each message names the prop). */
+  constructor(scope: Construct, id: string, props: LanceFanoutStackProps = {}) {
+    super(scope, id, props);
+    const datasets = (props.datasets ?? []).map((value) => parseDatasetPrefix(value));
+    if (datasets.length === 0) {
+      Annotations.of(this).addWarningV2(
+        "lance-fanout:noDatasets",
+        "No dataset prefixes configured: the functions can read no dataset. Deploy with -c datasets=s3://bucket/prefix/",
+      );
+    }
+    this.access = new DatasetAccess(this, {
+      datasets,
+      viewPrefix: props.viewPrefix,
+      kmsKeyArns: props.kmsKeyArns,
+    });
+    const queryTimeout = props.queryTimeout ?? Duration.seconds(25);
+    if (queryTimeout.toMilliseconds() >= API_INTEGRATION_TIMEOUT.toMilliseconds()) {
+      Annotations.of(this).addWarningV2(
+        "lance-fanout:queryTimeout",
+        `queryTimeout (${queryTimeout.toSeconds()} s) is not below the HTTP API's 29 s integration timeout: long queries only answer to direct invokes`,
+      );
+    }
+    this.functions = new FanoutFunctions(this, "Functions", {
+      access: this.access,
+      architecture: props.architecture,
+      runtime: props.runtime,
+      planner: props.planner,
+      segmentSearch: props.segmentSearch,
+      merge: props.merge,
+      maxTasks: props.maxTasks,
+      queryTimeout,
+      viewCacheSize: props.viewCacheSize,
+      logRetention: props.logRetention,
+      logRemovalPolicy: props.logRemovalPolicy,
+    });
+    this.api = new SearchApi(this, "SearchApi", {
+      handler: this.functions.planner,
+      auth: props.auth,
+      throttle: props.throttle,
+      accessLogRetention: props.logRetention,
+      logRemovalPolicy: props.logRemovalPolicy,
+    });
+    this.metrics = new FanoutMetrics(this, "Metrics", {
+      logGroups: this.functions.logGroups,
+      namespace: props.metricsNamespace,
+    });
+
+    new CfnOutput(this, "ApiUrl", {
+      description: "Base URL of the HTTP API",
+      value: this.api.stage.url,
+    });
+    new CfnOutput(this, "SearchUrl", {
+      description: "POST a search request here",
+      value: this.api.searchUrl,
+    });
+    new CfnOutput(this, "SearchRouteArn", {
+      description: "Resource for execute-api:Invoke in the callers' IAM policies",
+      value: this.api.route.routeArn,
+    });
+    new CfnOutput(this, "PlannerFunctionName", { value: this.functions.planner.functionName });
+    new CfnOutput(this, "SegmentSearchFunctionName", {
+      value: this.functions.segmentSearch.functionName,
+    });
+    new CfnOutput(this, "MergeFunctionName", { value: this.functions.merge.functionName });
+    new CfnOutput(this, "MetricsNamespace", { value: this.metrics.namespace });
+  }
+}
