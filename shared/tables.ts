@@ -75,14 +75,11 @@ export class TableCache {
       return table;
     } catch (err) {
       table.close();
-      if (isNotFound(err)) {
-        throw new FanoutError(
-          "VERSION_NOT_FOUND",
-          `version ${version} of ${location.uri} not found`,
-          {
-            cause: err,
-          },
-        );
+      // With list permission limited to the dataset prefix (least privilege), S3 answers a
+      // missing manifest with 403 rather than 404; the dataset itself opened fine.
+      if (isNotFound(err) || /AccessDenied|\b403\b/.test(String(err))) {
+        const message = `version ${version} of ${location.uri} not found`;
+        throw new FanoutError("VERSION_NOT_FOUND", message, { cause: err });
       }
       throw err;
     }

@@ -22,6 +22,7 @@ export async function handler(event: unknown) {
       fn: "segment-search",
       group: task.group,
       segments: task.segments.length,
+      candidates: result.candidates.counts.reduce((sum, n) => sum + n, 0),
       viewCacheHits: defaultRuntime().views.hits,
       ms: performance.now() - started,
     });
