@@ -57,15 +57,17 @@ async function build(db: lancedb.Connection, name: string, options: DemoDatasetO
   const next = mulberry32(options.seed ?? 42);
   const centres = Array.from({ length: CLUSTERS }, () => Array.from({ length: dimension }, next));
   let id = 0;
-  const rows = (n: number) =>
+  // Uniform rows make Lance start a new index segment on optimize(); clustered ones may be
+  // merged into the existing segment.
+  const rows = (n: number, uniform = false) =>
     Array.from({ length: n }, () => {
       const cluster = Math.floor(next() * CLUSTERS);
       const centre = centres[cluster] ?? [];
       const row = {
         id,
         category: id % 10,
-        cluster,
-        vector: centre.map((c) => c + (next() - 0.5) * 0.3),
+        cluster: uniform ? -1 : cluster,
+        vector: uniform ? centre.map(() => next()) : centre.map((c) => c + (next() - 0.5) * 0.3),
       };
       id++;
       return row;
@@ -80,7 +82,12 @@ async function build(db: lancedb.Connection, name: string, options: DemoDatasetO
   const table = await db.createTable(name, rows(base));
   log("training the IVF-PQ index");
   await table.createIndex("vector", {
-    config: lancedb.Index.ivfPq({ numPartitions: 32, numSubVectors: dimension / 8 }),
+    // Lance merges new rows into the existing segment while its partitions are small (measured:
+    // ~500 rows per partition never made a delta, ~5,000 did): size partitions accordingly.
+    config: lancedb.Index.ivfPq({
+      numPartitions: Math.max(2, Math.round(base / 5000)),
+      numSubVectors: dimension / 8,
+    }),
   });
   for (const [i, size] of sizes.entries()) {
     await table.add(rows(size));
@@ -90,7 +97,7 @@ async function build(db: lancedb.Connection, name: string, options: DemoDatasetO
   }
   for (let extra = 0; ((await table.listIndices())[0]?.numSegments ?? 0) < wanted; extra++) {
     if (extra >= 8) throw new Error(`could not reach ${wanted} index segments`);
-    await table.add(rows(Math.max(1000, Math.floor(rest / sum))));
+    await table.add(rows(Math.max(1000, Math.floor(rest / sum)), true));
     await table.optimize();
   }
   const result = await describe(options.db, name, table);

@@ -11,6 +11,9 @@ import {
   useLocalStack,
 } from "./commands.js";
 
+// Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+
 const integer = (value: string) => {
   const n = Number(value);
   if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number");

@@ -1,0 +1,119 @@
+/**
+ * A bounded load test of the local stack (loopback only): N clients search for M seconds; reports
+ * throughput, p50/p99 latency, errors and the memory of every worker over the run.
+ *   npm run load -- --clients 8 --seconds 30
+ */
+import { mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Command, InvalidArgumentError } from "commander";
+import { ensureDemoDataset } from "../local/demo-dataset.js";
+import { FUNCTIONS, startStack } from "../local/stack.js";
+
+const integer = (value: string) => {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n < 1)
+    throw new InvalidArgumentError("expected a positive whole number");
+  return n;
+};
+const options = new Command("load")
+  .option("--clients <n>", "concurrent clients", integer, 8)
+  .option("--seconds <n>", "duration", integer, 30)
+  .option("--rows <n>", "rows of the dataset", integer, 50_000)
+  .parse()
+  .opts<{ clients: number; seconds: number; rows: number }>();
+
+// Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+const stack = await startStack({
+  dataDir: await mkdtemp(join(tmpdir(), "fanout-load-")),
+  apiPort: 0,
+  s3Port: 0,
+  lambdaPort: 0,
+});
+Object.assign(process.env, stack.env);
+try {
+  const dataset = await ensureDemoDataset({
+    db: `s3://${stack.bucket}/load`,
+    storageOptions: stack.s3.storageOptions(),
+    rows: options.rows,
+    dimension: 64,
+    segments: 4,
+  });
+  const search = async (seed: number) => {
+    const query = Array.from({ length: 64 }, (_, i) => ((seed * 31 + i * 7) % 97) / 97);
+    const started = performance.now();
+    const res = await fetch(`${stack.api.url}/search`, {
+      method: "POST",
+      body: JSON.stringify({
+        dataset: dataset.uri,
+        query,
+        k: 10,
+        filter: `category = ${seed % 10}`,
+      }),
+    });
+    await res.arrayBuffer();
+    return { ms: performance.now() - started, ok: res.status === 200, status: res.status };
+  };
+  for (let i = 0; i < 2 * options.clients; i++) await search(i); // warm every pool
+  const memory = new Map<number, { fn: string; first: number; last: number; peak: number }>();
+  const sampleMemory = async () => {
+    for (const fn of Object.values(FUNCTIONS)) {
+      for (const pid of stack.lambda.workerPids(fn)) {
+        const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
+        const kb = (key: string) => Number(new RegExp(`${key}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+        const rss = kb("VmRSS") / 1024;
+        const entry = memory.get(pid) ?? { fn, first: rss, last: rss, peak: 0 };
+        memory.set(pid, { ...entry, last: rss, peak: Math.max(entry.peak, kb("VmHWM") / 1024) });
+      }
+    }
+  };
+  await sampleMemory();
+  const sampler = setInterval(() => void sampleMemory(), 1000);
+  const deadline = performance.now() + options.seconds * 1000;
+  const results: { ms: number; ok: boolean; status: number }[] = [];
+  await Promise.all(
+    Array.from({ length: options.clients }, async (_, client) => {
+      for (let i = 0; performance.now() < deadline; i++)
+        results.push(await search(client * 100_000 + i));
+    }),
+  );
+  clearInterval(sampler);
+  await sampleMemory();
+  const sorted = results.map((r) => r.ms).sort((a, b) => a - b);
+  const pct = (p: number) =>
+    sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]?.toFixed(1);
+  const byFn = (fn: string) => [...memory.values()].filter((m) => m.fn === fn);
+  const mb = (values: number[]) => `${Math.round(Math.max(...values, 0))} MB`;
+  console.log(
+    JSON.stringify(
+      {
+        clients: options.clients,
+        seconds: options.seconds,
+        dataset: { rows: dataset.rows, segments: dataset.segments },
+        requests: results.length,
+        throughputPerSecond: Number((results.length / options.seconds).toFixed(1)),
+        p50Ms: Number(pct(0.5)),
+        p99Ms: Number(pct(0.99)),
+        errors: results.filter((r) => !r.ok).length,
+        statuses: [...new Set(results.map((r) => r.status))],
+        workers: Object.fromEntries(
+          Object.values(FUNCTIONS).map((fn) => [
+            fn,
+            {
+              processes: byFn(fn).length,
+              peakRss: mb(byFn(fn).map((m) => m.peak)),
+              rssAfterWarmUp: mb(byFn(fn).map((m) => m.first)),
+              rssAtEnd: mb(byFn(fn).map((m) => m.last)),
+            },
+          ]),
+        ),
+        loadAverage: (await readFile("/proc/loadavg", "utf8")).split(" ").slice(0, 3).join(" "),
+      },
+      null,
+      2,
+    ),
+  );
+} finally {
+  await stack.stop();
+}
