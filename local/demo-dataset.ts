@@ -4,6 +4,7 @@
  * @module
  */
 import * as lancedb from "@lancedb/lancedb";
+import { mulberry32 } from "./random.js";
 
 export interface DemoDatasetOptions {
   /** Database URI, e.g. `s3://lance-fanout/demo` or a local directory. */
@@ -112,16 +113,5 @@ async function describe(db: string, name: string, table: lancedb.Table): Promise
     rows: await table.countRows(),
     segments: (await table.listIndices())[0]?.numSegments ?? 0,
     version: await table.version(),
-  };
-}
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }

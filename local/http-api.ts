@@ -6,8 +6,7 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import {
   InvokeCommand,
   type InvokeCommandOutput,
@@ -16,6 +15,7 @@ import {
   TooManyRequestsException,
 } from "@aws-sdk/client-lambda";
 import pRetry from "p-retry";
+import { HOST, listenOnLoopback } from "./net.js";
 
 export interface HttpApiOptions {
   /** @default 0 = pick a free port */
@@ -33,7 +33,6 @@ export interface HttpApi {
   stop(): Promise<void>;
 }
 
-const HOST = "127.0.0.1";
 const ROUTE_KEY = "POST /search";
 /** The event carries the body, and a synchronous Lambda invoke carries at most 6 MB. */
 const MAX_BODY_BYTES = 6 * 1024 * 1024;
@@ -41,9 +40,6 @@ const MAX_BODY_BYTES = 6 * 1024 * 1024;
 /** Starts the HTTP API on 127.0.0.1: `POST /search`, `GET /health`, 404 for anything else. */
 export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   const { port = 0, plannerFunction, lambdaEndpoint } = options;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new RangeError(`startHttpApi: port must be an integer in 0..65535, got ${port}`);
-  }
   if (!plannerFunction) throw new TypeError("startHttpApi: plannerFunction is required");
   const client = new LambdaClient({
     endpoint: new URL(lambdaEndpoint).href,
@@ -69,21 +65,11 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
     });
   };
 
-  const server = createServer((req, res) => {
+  const { server, port: bound } = await listenOnLoopback(port, (req, res) => {
     route(req, res, invoke).catch((err: unknown) => {
       sendError(res, 500, "INTERNAL", err instanceof Error ? err.message : String(err));
     });
   });
-  // Outlive the SDK's idle keep-alive sockets, or a reused socket meets a close (ECONNRESET).
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, HOST, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const bound = (server.address() as AddressInfo).port;
 
   let stopped: Promise<void> | undefined;
   return {

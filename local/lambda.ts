@@ -17,12 +17,12 @@
 import { type ChildProcess, fork } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { createRequire } from "node:module";
-import type { AddressInfo } from "node:net";
 import { extname, isAbsolute } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { HOST, listenOnLoopback } from "./net.js";
 import type { InvokeMessage, InvokeReply, LambdaError, WorkerMessage } from "./worker.js";
 
 export interface LocalFunction {
@@ -69,7 +69,6 @@ export interface LocalLambda {
   stop(): Promise<void>;
 }
 
-const HOST = "127.0.0.1";
 /** Lambda's limit on a synchronous invocation's request and response payloads. */
 const MAX_PAYLOAD_BYTES = 6 * 1024 * 1024;
 const INVOKE_PATH = /^\/2015-03-31\/functions\/([^/]+)\/invocations$/;
@@ -98,9 +97,6 @@ interface Outcome {
 /** Starts the service on 127.0.0.1; workers start on demand. */
 export async function startLocalLambda(options: LocalLambdaOptions): Promise<LocalLambda> {
   const { port = 0, functions, env = {}, workerEntry = WORKER_ENTRY } = options;
-  if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    throw new RangeError(`startLocalLambda: port must be an integer in 0..65535, got ${port}`);
-  }
   const pools = new Map<string, FunctionPool>();
   for (const fn of functions) {
     validateFunction(fn);
@@ -109,21 +105,11 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
   }
 
   let stopping = false;
-  const server = createServer((req, res) => {
+  const { server, port: bound } = await listenOnLoopback(port, (req, res) => {
     handle(req, res, pools, () => stopping).catch((err: unknown) => {
       sendError(res, 500, "ServiceException", { Type: "Service", Message: String(err) });
     });
   });
-  // Outlive the SDK's idle keep-alive sockets, or a reused socket meets a close (ECONNRESET).
-  server.keepAliveTimeout = 65_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(port, HOST, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const bound = (server.address() as AddressInfo).port;
 
   let stopped: Promise<void> | undefined;
   return {

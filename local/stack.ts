@@ -4,12 +4,12 @@
  * @module
  */
 import { mkdir } from "node:fs/promises";
-import { createServer } from "node:net";
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { bundleFunctions } from "./bundle.js";
 import { type HttpApi, startHttpApi } from "./http-api.js";
 import { type LocalLambda, startLocalLambda } from "./lambda.js";
+import { freePort } from "./net.js";
 import { type LocalS3, startLocalS3 } from "./s3.js";
 
 export interface StackOptions {
@@ -134,15 +134,4 @@ export function localEnv(
 
 async function stopAll(stops: readonly (() => Promise<void>)[]): Promise<void> {
   for (const stop of stops) await stop().catch(() => {});
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolvePort(port));
-    });
-  });
 }

@@ -6,6 +6,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
+import { mulberry32 } from "../../local/random.js";
 import { loadConfig } from "../../shared/config.js";
 import { createRuntime, type Runtime } from "../../shared/index.js";
 
@@ -14,17 +15,7 @@ const arrow = createRequire(import.meta.url)("apache-arrow") as typeof import("a
 
 export const DIMENSION = 16;
 
-/** mulberry32: a small seeded PRNG so every run builds the same data. */
-export function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export const random = mulberry32;
 
 export interface DatasetOptions {
   readonly seed?: number;
