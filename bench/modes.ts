@@ -1,0 +1,294 @@
+/**
+ * The benchmarked modes and the two execution paths (in-process, local stack).
+ *
+ When the request has a `strategy` field (detected from shared/request.ts STRATEGIES), every
+ * product mode is sent as `strategy: <mode>` with `maxTasks: G`, and `auto` is measured too.
+ * Without it, the modes are emulated: `single` = `maxTasks: 1`, `segments` = `maxTasks: G`, and
+ * `queries` = the harness splits the query matrix into C chunks and sends one `maxTasks: 1` search
+ * per chunk, concurrently. `BENCH_STRATEGY=off` forces the emulation (the one-line switch).
+ * @module
+ */
+import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import * as lancedb from "@lancedb/lancedb";
+import { decodeCandidates } from "../shared/codec.js";
+import type { Invoker } from "../shared/invoker.js";
+import { inProcessInvoker } from "../shared/invoker.js";
+import type { SearchRequest } from "../shared/request.js";
+import * as requestModule from "../shared/request.js";
+import type { Runtime } from "../shared/runtime.js";
+import { type SearchResponse, vectorSearch } from "../shared/search.js";
+import type { DatasetInfo, SearchParams } from "./datasets.js";
+import { TABLE } from "./datasets.js";
+
+const LOOPBACK_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
+
+/** Whether the product takes `strategy` ("auto" | "single" | "segments" | "queries" | "hybrid"). */
+export const PRODUCT_HAS_STRATEGY =
+  process.env.BENCH_STRATEGY !== "off" &&
+  Array.isArray((requestModule as Record<string, unknown>).STRATEGIES);
+
+export type ModeName = "native" | "single" | "segments" | "queries" | "auto";
+export const ALL_MODES: readonly ModeName[] = ["native", "single", "segments", "queries", "auto"];
+
+export interface Mode {
+  readonly name: ModeName;
+  /** Fan-out width: tasks (segments), chunks (queries); 1 for native and single. */
+  readonly width: number;
+}
+
+export function modeId(mode: Mode): string {
+  return mode.name === "native" || mode.name === "single" || mode.name === "auto"
+    ? mode.name
+    : `${mode.name}/${mode.width}`;
+}
+
+/** What one search answered, per query: row ids best first. */
+export interface Answer {
+  readonly ids: string[][];
+  /** Tasks the product ran (0 for native). */
+  readonly tasks: number;
+  /** Per-phase milliseconds, where the path can see them. */
+  readonly phases?: Phases;
+}
+
+export interface Phases {
+  /** Planning: version, manifest, grouping (vectorSearch total minus tasks and merge). */
+  plan: number;
+  /** Opening (or creating) the groups' views, max over tasks. */
+  views: number;
+  /** The Lance search of the slowest task, view opening excluded. */
+  search: number;
+  merge: number;
+}
+
+export interface Target {
+  readonly path: "in-process" | "stack";
+  search(mode: Mode, queries: readonly number[][]): Promise<Answer>;
+  close(): Promise<void>;
+}
+
+/** The product request of one mode (without the query), or undefined if not measurable yet. */
+export function productRequest(
+  info: DatasetInfo,
+  uri: string,
+  params: SearchParams,
+  mode: Mode,
+): Record<string, unknown> | undefined {
+  const base = {
+    dataset: uri,
+    k: params.k,
+    nprobes: params.nprobes,
+    refineFactor: params.refineFactor,
+    version: info.version,
+  };
+  if (PRODUCT_HAS_STRATEGY) {
+    if (mode.name === "auto") return { ...base, strategy: "auto" };
+    if (mode.name === "single") return { ...base, strategy: "single", maxTasks: 1 };
+    return { ...base, strategy: mode.name, maxTasks: mode.width };
+  }
+  if (mode.name === "auto") return undefined;
+  if (mode.name === "segments") return { ...base, maxTasks: mode.width };
+  return { ...base, maxTasks: 1 };
+}
+
+/** Chunks of the query matrix for the emulated `queries` mode: C nearly equal parts. */
+export function chunk<T>(items: readonly T[], parts: number): T[][] {
+  const n = Math.min(parts, items.length);
+  const out: T[][] = [];
+  let start = 0;
+  for (let i = 0; i < n; i++) {
+    const size = Math.floor(items.length / n) + (i < items.length % n ? 1 : 0);
+    out.push(items.slice(start, start + size));
+    start += size;
+  }
+  return out;
+}
+
+function idsOf(response: SearchResponse, queryCount: number): string[][] {
+  const ids: string[][] = Array.from({ length: queryCount }, () => []);
+  for (const row of response.results) ids[row._query_id]?.push(row._rowid);
+  return ids;
+}
+
+/** Runs a product mode through `send` (one request -> response), emulating `queries` if needed. */
+async function productSearch(
+  request: Record<string, unknown>,
+  mode: Mode,
+  queries: readonly number[][],
+  send: (request: Record<string, unknown>) => Promise<SearchResponse>,
+): Promise<{ ids: string[][]; tasks: number; responses: SearchResponse[] }> {
+  if (mode.name === "queries" && !PRODUCT_HAS_STRATEGY && queries.length > 1) {
+    const parts = chunk(queries, mode.width);
+    const responses = await Promise.all(parts.map((part) => send({ ...request, query: part })));
+    return {
+      ids: responses.flatMap((r, i) => idsOf(r, parts[i]?.length ?? 0)),
+      tasks: responses.reduce((s, r) => s + r.plan.tasks, 0),
+      responses,
+    };
+  }
+  const query = queries.length === 1 ? queries[0] : queries;
+  const response = await send({ ...request, query });
+  return {
+    ids: idsOf(response, queries.length),
+    tasks: response.plan.tasks,
+    responses: [response],
+  };
+}
+
+/** Native lancedb: one table handle, one query (multi-vector for a batch). */
+export async function openNative(
+  dbUri: string,
+  storageOptions: Record<string, string>,
+  version: number,
+): Promise<lancedb.Table> {
+  const db = await lancedb.connect(dbUri, { storageOptions });
+  const table = await db.openTable(TABLE);
+  await table.checkout(version);
+  return table;
+}
+
+export async function nativeSearch(
+  table: lancedb.Table,
+  params: SearchParams,
+  queries: readonly number[][],
+): Promise<string[][]> {
+  let q = table
+    .vectorSearch(queries[0] as number[])
+    .column("vector")
+    .limit(params.k)
+    .nprobes(params.nprobes)
+    .refineFactor(params.refineFactor)
+    .withRowId()
+    .select(["_distance"]);
+  for (const v of queries.slice(1)) q = q.addQueryVector(v);
+  const batch = await q.toArrow();
+  const ids: { id: string; d: number }[][] = queries.map(() => []);
+  const qi = batch.getChild("query_index");
+  const rid = batch.getChild("_rowid");
+  const dist = batch.getChild("_distance");
+  for (let i = 0; i < batch.numRows; i++) {
+    const q = qi ? Number(qi.get(i)) : 0;
+    ids[q]?.push({ id: String(rid?.get(i)), d: Number(dist?.get(i)) });
+  }
+  return ids.map((l) => l.sort((a, b) => a.d - b.d).map((x) => x.id));
+}
+
+/**
+ * An in-process invoker that times each task's view opening and search apart (the view is
+ * opened first through the same cache, so the product's own open is then a cache hit).
+ */
+function timingInvoker(runtime: Runtime, sink: { tasks: Phases[]; merge: number }): Invoker {
+  const inner = inProcessInvoker(runtime);
+  return {
+    profile: inner.profile,
+    async searchSegments(task) {
+      const t0 = performance.now();
+      await runtime.views.open({
+        dataset: runtime.resolveDataset(task.dataset),
+        version: task.version,
+        indexName: task.indexName,
+        segments: task.segments,
+        fragments: task.fragments,
+      });
+      const t1 = performance.now();
+      const out = await inner.searchSegments(task);
+      sink.tasks.push({ plan: 0, views: t1 - t0, search: performance.now() - t1, merge: 0 });
+      // Sanity: candidates decode (as the merge will).
+      decodeCandidates(out.candidates);
+      return out;
+    },
+    async merge(input) {
+      const t0 = performance.now();
+      const out = await inner.merge(input);
+      sink.merge += performance.now() - t0;
+      return out;
+    },
+  };
+}
+
+export async function inProcessTarget(info: DatasetInfo, runtime: Runtime): Promise<Target> {
+  const table = await openNative(info.dir, {}, info.version);
+  const params = info.spec.search;
+  return {
+    path: "in-process",
+    async search(mode, queries) {
+      if (mode.name === "native") {
+        return { ids: await nativeSearch(table, params, queries), tasks: 0 };
+      }
+      const request = productRequest(info, info.uri, params, mode);
+      if (!request) throw new Error(`mode ${mode.name} is not available in this product version`);
+      const sink = { tasks: [] as Phases[], merge: 0 };
+      const invoker = timingInvoker(runtime, sink);
+      const started = performance.now();
+      const out = await productSearch(request, mode, queries, (r) =>
+        vectorSearch(r as SearchRequest, { runtime, invoker }),
+      );
+      const total = performance.now() - started;
+      const slowest = sink.tasks.reduce(
+        (a, b) => (b.views + b.search > a.views + a.search ? b : a),
+        { plan: 0, views: 0, search: 0, merge: 0 },
+      );
+      return {
+        ids: out.ids,
+        tasks: out.tasks,
+        phases: {
+          plan: Math.max(0, total - slowest.views - slowest.search - sink.merge),
+          views: slowest.views,
+          search: slowest.search,
+          merge: sink.merge,
+        },
+      };
+    },
+    async close() {
+      table.close();
+    },
+  };
+}
+
+/** The local stack: product modes invoke the planner function; native reads the same S3. */
+export async function stackTarget(
+  info: DatasetInfo,
+  s3Uri: string,
+  lambdaEndpoint: string,
+  plannerFunction: string,
+  storageOptions: Record<string, string>,
+): Promise<Target> {
+  const dbUri = s3Uri.slice(0, s3Uri.lastIndexOf("/"));
+  let table: lancedb.Table | undefined;
+  const params = info.spec.search;
+  const client = new LambdaClient({
+    endpoint: lambdaEndpoint,
+    maxAttempts: 1,
+    region: "us-east-1",
+    credentials: LOOPBACK_CREDENTIALS,
+  });
+  const send = async (request: Record<string, unknown>): Promise<SearchResponse> => {
+    const out = await client.send(
+      new InvokeCommand({ FunctionName: plannerFunction, Payload: JSON.stringify(request) }),
+    );
+    const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")) as
+      | SearchResponse
+      | { error: { code: string; message: string } };
+    if ("error" in body) throw new Error(`${body.error.code}: ${body.error.message}`);
+    if (out.FunctionError) throw new Error(`planner failed: ${JSON.stringify(body)}`);
+    return body;
+  };
+  return {
+    path: "stack",
+    async search(mode, queries) {
+      if (mode.name === "native") {
+        table ??= await openNative(dbUri, storageOptions, info.version);
+        return { ids: await nativeSearch(table, params, queries), tasks: 0 };
+      }
+      const request = productRequest(info, s3Uri, params, mode);
+      if (!request) throw new Error(`mode ${mode.name} is not available in this product version`);
+      const out = await productSearch(request, mode, queries, send);
+      return { ids: out.ids, tasks: out.tasks };
+    },
+    async close() {
+      table?.close();
+      table = undefined;
+      client.destroy();
+    },
+  };
+}

@@ -1,0 +1,777 @@
+/**
+ * `npm run bench`: native Lance vs one task vs segment fan-out vs query fan-out, on the same
+ * dataset version, index, k, nprobes and refineFactor, in-process and through the local stack.
+ * Writes JSON lines under bench/results/ and (unless --no-report) bench/README.md with plots.
+ * `tsx bench/run.ts --help` lists the options.
+ * @module
+ */
+import { spawn, spawnSync } from "node:child_process";
+import { appendFile, mkdir, mkdtemp } from "node:fs/promises";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { Command, Option } from "commander";
+import { loadConfig } from "../shared/config.js";
+import { inProcessInvoker } from "../shared/invoker.js";
+import { plan, tasksOf } from "../shared/planner.js";
+import { parseSearchRequest, type SearchRequest } from "../shared/request.js";
+import { createRuntime, type Runtime } from "../shared/runtime.js";
+import { searchSegments } from "../shared/segment-search.js";
+import {
+  BENCH_DIR,
+  CACHE_DIR,
+  DATASETS,
+  type DatasetInfo,
+  type DatasetSpec,
+  ensureDataset,
+  groundTruth,
+  loadQueries,
+  random,
+  recallAtK,
+} from "./datasets.js";
+import { environment, type ProcessResources, selfResources, sources, THREAD_VARS } from "./env.js";
+import { fitTasks, type TaskPoint } from "./model.js";
+import {
+  ALL_MODES,
+  type Answer,
+  inProcessTarget,
+  type Mode,
+  type ModeName,
+  modeId,
+  type Phases,
+  PRODUCT_HAS_STRATEGY,
+  stackTarget,
+  type Target,
+} from "./modes.js";
+import { writeReport } from "./report.js";
+import { type BenchStack, invokeProbe, startBenchStack, uploadDataset } from "./stack.js";
+import { percentile, round, shuffled, summarize } from "./stats.js";
+
+export interface BenchOptions {
+  datasets: string[];
+  modes: ModeName[];
+  widths?: number[];
+  queryWidths: number[];
+  batches: number[];
+  paths: ("in-process" | "stack")[];
+  queries: number;
+  warmup: number;
+  batchRepeats: number;
+  /** Samples through the stack (slower per query): single queries and batches per mode. */
+  stackQueries: number;
+  stackBatchRepeats: number;
+  cold: number;
+  latencyMs: number;
+  bandwidthMBps: number;
+  workers: number;
+  recallThreshold?: number;
+  recallSlack: number;
+  out: string;
+  report: boolean;
+  calibrate: boolean;
+  smoke: boolean;
+  seed: number;
+  log: (line: string) => void;
+}
+
+/** One JSON line in bench/results. */
+export type BenchRecord = Record<string, unknown> & { type: string; runId: string };
+
+export async function runBench(
+  options: BenchOptions,
+): Promise<{ file: string; records: BenchRecord[] }> {
+  const runId = `${new Date().toISOString().replace(/[:.]/g, "-")}-${options.datasets.join("+")}`;
+  await mkdir(options.out, { recursive: true });
+  const file = join(options.out, `${runId}.jsonl`);
+  const records: BenchRecord[] = [];
+  const emit = async (record: Omit<BenchRecord, "runId">) => {
+    const full = { ...record, runId } as BenchRecord;
+    records.push(full);
+    await appendFile(file, `${JSON.stringify(full)}\n`);
+  };
+  const log = options.log;
+  await emit({
+    type: "run",
+    startedAt: new Date().toISOString(),
+    environment: environment(),
+    sources: sources(),
+    productHasStrategy: PRODUCT_HAS_STRATEGY,
+    options: { ...options, log: undefined },
+  });
+
+  for (const name of options.datasets) {
+    const spec = DATASETS[name];
+    if (!spec)
+      throw new Error(`unknown dataset ${name}; known: ${Object.keys(DATASETS).join(", ")}`);
+    const info = await ensureDataset(spec, log);
+    await emit({ type: "dataset", dataset: name, info: { ...info, spec } });
+    const batchMax = Math.max(...options.batches);
+    const queries = await loadQueries(info, Math.max(options.queries, batchMax));
+    const truth = await groundTruth(info, queries, spec.search.k, log);
+    const widths = options.widths ?? defaultWidths(info.segments);
+    const ctx: DatasetContext = { info, spec, queries, truth, widths, options, emit };
+
+    if (options.paths.includes("in-process")) {
+      const runtime = benchRuntime();
+      const target = await inProcessTarget(info, runtime);
+      await measureWorkloads(ctx, target);
+      await taskProfile(ctx, runtime);
+      await target.close();
+      await emit({
+        type: "resources",
+        dataset: name,
+        path: "in-process",
+        processes: [selfResources("harness")],
+      });
+    }
+    if (options.paths.includes("stack")) {
+      await stackPhases(ctx);
+    }
+  }
+  await emit({ type: "end", finishedAt: new Date().toISOString(), loadAverage: loadavg() });
+  if (options.report) await writeReport(options.out, log);
+  return { file, records };
+}
+
+interface DatasetContext {
+  readonly info: DatasetInfo;
+  readonly spec: DatasetSpec;
+  readonly queries: number[][];
+  readonly truth: string[][];
+  readonly widths: number[];
+  readonly options: BenchOptions;
+  readonly emit: (record: Omit<BenchRecord, "runId">) => Promise<void>;
+}
+
+/** G = 1, 2, 4, ... and the number of segments itself. */
+export function defaultWidths(segments: number): number[] {
+  const out: number[] = [];
+  for (let g = 1; g < segments; g *= 2) out.push(g);
+  out.push(segments);
+  return out;
+}
+
+function benchRuntime(): Runtime {
+  return createRuntime(
+    loadConfig({
+      ...process.env,
+      LANCE_FANOUT_VIEW_ROOT: join(CACHE_DIR, "views"),
+      LANCE_FANOUT_MAX_TASKS: "1000",
+      LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
+    }),
+  );
+}
+
+function modesFor(ctx: DatasetContext, batch: number): Mode[] {
+  const out: Mode[] = [];
+  for (const name of ctx.options.modes) {
+    if (name === "native" || name === "single") out.push({ name, width: 1 });
+    if (name === "segments") for (const g of ctx.widths) out.push({ name, width: g });
+    if (name === "queries" && batch > 1) {
+      for (const c of ctx.options.queryWidths) if (c <= batch) out.push({ name, width: c });
+    }
+    if (name === "auto" && PRODUCT_HAS_STRATEGY) out.push({ name, width: 1 });
+  }
+  return out;
+}
+
+/** Sample i of a workload: one query, or a batch of `batch` queries from the same query set. */
+function sampleQueries(queries: readonly number[][], batch: number, i: number): number[][] {
+  const start = (i * batch) % queries.length;
+  return Array.from({ length: batch }, (_, j) => queries[(start + j) % queries.length] as number[]);
+}
+
+function truthFor(ctx: DatasetContext, batch: number, i: number): string[][] {
+  const start = (i * batch) % ctx.queries.length;
+  return Array.from({ length: batch }, (_, j) => ctx.truth[(start + j) % ctx.queries.length] ?? []);
+}
+
+interface Series {
+  durations: number[];
+  answers: string[][];
+  truth: string[][];
+  tasks: number;
+  phases: Phases[];
+  errors: string[];
+}
+
+async function timed(target: Target, mode: Mode, queries: number[][]): Promise<[number, Answer]> {
+  const t0 = performance.now();
+  const answer = await target.search(mode, queries);
+  return [performance.now() - t0, answer];
+}
+
+/** Warm (and first-call) measurements of every mode and batch size on one target. */
+async function measureWorkloads(
+  ctx: DatasetContext,
+  target: Target,
+  label: string = target.path,
+): Promise<void> {
+  const { options } = ctx;
+  const next = random(options.seed);
+  for (const batch of options.batches) {
+    const modes = modesFor(ctx, batch);
+    const samples = batch === 1 ? options.queries : options.batchRepeats;
+    const series = new Map<string, Series>(
+      modes.map((m) => [
+        modeId(m),
+        { durations: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
+      ]),
+    );
+    options.log(
+      `${ctx.info.name} ${label} batch ${batch}: ${modes.map(modeId).join(" ")} x ${samples}`,
+    );
+    const loadStart = loadavg();
+    // First call of each mode: this process's first use of its views (recorded as cold).
+    for (const mode of modes) {
+      const [ms] = await timed(target, mode, sampleQueries(ctx.queries, batch, 0)).catch(
+        (err: unknown) => [Number.NaN, String(err)] as const,
+      );
+      await ctx.emit({
+        type: "first-call",
+        dataset: ctx.info.name,
+        path: label,
+        batch,
+        mode: mode.name,
+        width: mode.width,
+        ms: round(ms),
+      });
+    }
+    for (let s = 0; s < options.warmup + samples; s++) {
+      const queries = sampleQueries(ctx.queries, batch, s);
+      for (const mode of shuffled(modes, next)) {
+        const entry = series.get(modeId(mode)) as Series;
+        try {
+          const [ms, answer] = await timed(target, mode, queries);
+          if (s < options.warmup) continue;
+          entry.durations.push(ms);
+          entry.answers.push(...answer.ids);
+          entry.truth.push(...truthFor(ctx, batch, s));
+          entry.tasks = answer.tasks;
+          if (answer.phases) entry.phases.push(answer.phases);
+        } catch (err) {
+          entry.errors.push(String(err));
+          if (entry.errors.length > 3) throw err;
+        }
+      }
+    }
+    await emitSeries(ctx, label, batch, "warm", modes, series, loadStart);
+  }
+}
+
+async function emitSeries(
+  ctx: DatasetContext,
+  path: string,
+  batch: number,
+  phase: string,
+  modes: Mode[],
+  series: Map<string, Series>,
+  loadStart: number[],
+  extra: Record<string, unknown> = {},
+): Promise<void> {
+  const recallOf = (s: Series | undefined) => (s ? recallAtK(s.answers, s.truth) : 0);
+  const nativeRecall = recallOf(series.get("native"));
+  const threshold = ctx.options.recallThreshold ?? nativeRecall - ctx.options.recallSlack;
+  for (const mode of modes) {
+    const s = series.get(modeId(mode));
+    if (!s) continue;
+    const recall = round(recallOf(s), 4);
+    const base = {
+      dataset: ctx.info.name,
+      path,
+      batch,
+      phase,
+      mode: mode.name,
+      width: mode.width,
+      tasks: s.tasks,
+      recall,
+      nativeRecall: round(nativeRecall, 4),
+      recallThreshold: round(threshold, 4),
+      k: ctx.spec.search.k,
+      nprobes: ctx.spec.search.nprobes,
+      refineFactor: ctx.spec.search.refineFactor,
+      version: ctx.info.version,
+      segments: ctx.info.segments,
+      manifestHash: ctx.info.manifestHash,
+      ...extra,
+    };
+    if (s.errors.length > 0 && s.durations.length === 0) {
+      await ctx.emit({ type: "failed", ...base, errors: s.errors.slice(0, 3) });
+      continue;
+    }
+    if (recall < threshold) {
+      await ctx.emit({
+        type: "rejected",
+        ...base,
+        reason: `recall@${ctx.spec.search.k} ${recall} is below the threshold ${round(threshold, 4)} (native ${round(nativeRecall, 4)} - ${ctx.options.recallSlack}${ctx.options.recallThreshold === undefined ? "" : ", forced"}): no performance record written`,
+      });
+      ctx.options.log(`  ${modeId(mode)}: REJECTED, recall ${recall} < ${round(threshold, 4)}`);
+      continue;
+    }
+    const summary = summarize(s.durations);
+    const phases = s.phases.length
+      ? {
+          plan: round(
+            percentile(
+              s.phases.map((p) => p.plan),
+              0.5,
+            ),
+          ),
+          views: round(
+            percentile(
+              s.phases.map((p) => p.views),
+              0.5,
+            ),
+          ),
+          search: round(
+            percentile(
+              s.phases.map((p) => p.search),
+              0.5,
+            ),
+          ),
+          merge: round(
+            percentile(
+              s.phases.map((p) => p.merge),
+              0.5,
+            ),
+          ),
+        }
+      : undefined;
+    await ctx.emit({
+      type: "measurement",
+      ...base,
+      ...summary,
+      durationsMs: s.durations.map((d) => round(d)),
+      phasesP50: phases,
+      errors: s.errors.length,
+      loadAverage: { start: loadStart, end: loadavg() },
+    });
+    ctx.options.log(
+      `  ${modeId(mode).padEnd(14)} p50 ${summary.p50.toFixed(2).padStart(8)} ms  p95 ${summary.p95.toFixed(2).padStart(8)} ms  recall ${recall}  n ${summary.n}`,
+    );
+  }
+}
+
+/**
+ * Every group shape the planner makes (each G), each task searched alone and warm: the points
+ * of the per-row / per-segment cost fit (shared/grouping.ts SEGMENT_COST).
+ */
+async function taskProfile(ctx: DatasetContext, runtime: Runtime): Promise<void> {
+  const points: TaskPoint[] = [];
+  const reps = ctx.options.smoke ? 3 : 7;
+  const profile = inProcessInvoker(runtime).profile;
+  for (const [g, queryCount] of ctx.widths.flatMap(
+    (g) =>
+      [
+        [g, 1],
+        [g, 8],
+      ] as const,
+  )) {
+    const request = parseSearchRequest({
+      dataset: ctx.info.uri,
+      query: ctx.queries.slice(0, queryCount),
+      k: ctx.spec.search.k,
+      nprobes: ctx.spec.search.nprobes,
+      refineFactor: ctx.spec.search.refineFactor,
+      version: ctx.info.version,
+      maxTasks: g,
+      ...(PRODUCT_HAS_STRATEGY ? { strategy: "segments" } : {}),
+    } as SearchRequest);
+    const searchPlan = await plan(request, runtime, profile);
+    const tasks = tasksOf(searchPlan, request, "bench");
+    for (const [i, task] of tasks.entries()) {
+      await searchSegments(task, runtime);
+      const times: number[] = [];
+      for (let r = 0; r < reps; r++) {
+        const t0 = performance.now();
+        await searchSegments(task, runtime);
+        times.push(performance.now() - t0);
+      }
+      const group = searchPlan.groups[i];
+      points.push({
+        dataset: ctx.info.name,
+        rows: group?.rows ?? 0,
+        segments: group?.segments.length ?? 0,
+        queries: queryCount,
+        dimension: ctx.spec.dimension,
+        ms: round(percentile(times, 0.5)),
+      });
+    }
+  }
+  const fit = fitTasks(points);
+  await ctx.emit({ type: "task-profile", dataset: ctx.info.name, points, fit });
+  ctx.options.log(
+    `${ctx.info.name} task fit: ${fit.a.toFixed(3)} ms + ${(fit.perRowMs * 1e6).toFixed(3)} ms/M rows + ${fit.perSegmentMs.toFixed(3)} ms/segment (perSegment = ${fit.perSegmentRows} rows, r2 ${fit.r2}, ${fit.points} tasks)`,
+  );
+}
+
+async function stackPhases(ctx: DatasetContext): Promise<void> {
+  const { options, info } = ctx;
+  const dataDir = join(CACHE_DIR, "s3");
+  const threads = Object.fromEntries(
+    THREAD_VARS.flatMap((v) => (process.env[v] ? [[v, process.env[v] as string]] : [])),
+  );
+  const stackOptions = { dataDir, workers: options.workers, workerEnv: threads };
+  // Warm, no injected latency: the overhead of the real invoke path.
+  {
+    const stack = await startBenchStack({ ...stackOptions, latencyMs: 0, bandwidthMBps: 0 });
+    try {
+      const uri = await uploadDataset(stack, info);
+      await stack.freshWorkers();
+      const target = await stackTarget(
+        info,
+        uri,
+        stack.lambdaEndpoint,
+        "lance-fanout-planner",
+        stack.storageOptions(),
+      );
+      const probe = await invokeProbe(stack.lambdaEndpoint, 30);
+      const bare = summarize(probe.slice(5));
+      await ctx.emit({
+        type: "invoke-probe",
+        dataset: info.name,
+        path: "stack",
+        durationsMs: probe.map((d) => round(d)),
+        ...bare,
+      });
+      options.log(`${info.name} stack: one bare invoke p50 ${bare.p50} ms`);
+      const stackRun = {
+        ...options,
+        queries: options.stackQueries,
+        batchRepeats: options.stackBatchRepeats,
+      };
+      await measureWorkloads({ ...ctx, options: stackRun }, target, "stack");
+      await target.close();
+      await emitResources(ctx, "stack", stack);
+    } finally {
+      await stack.stop();
+    }
+  }
+  if (options.cold > 0) await coldPhase(ctx, stackOptions);
+}
+
+async function emitResources(
+  ctx: DatasetContext,
+  path: string,
+  stack: BenchStack,
+  extra: ProcessResources[] = [],
+) {
+  await ctx.emit({
+    type: "resources",
+    dataset: ctx.info.name,
+    path,
+    processes: [selfResources("harness"), ...stack.resources(), ...extra],
+    s3: stack.proxy.stats(),
+  });
+}
+
+/**
+ * Cold runs through the stack with the injected S3 latency and bandwidth: each sample replaces
+ * every worker by a fresh process (empty caches; process start excluded) before one query, and
+ * native runs in a fresh process. Then the same modes warm, with the latency still injected.
+ */
+async function coldPhase(
+  ctx: DatasetContext,
+  stackOptions: { dataDir: string; workers: number; workerEnv: Record<string, string> },
+): Promise<void> {
+  const { options, info } = ctx;
+  const stack = await startBenchStack({
+    ...stackOptions,
+    latencyMs: options.latencyMs,
+    bandwidthMBps: options.bandwidthMBps,
+  });
+  const label = `stack+s3-${options.latencyMs}ms`;
+  try {
+    const uri = await uploadDataset(stack, info);
+    const dbUri = uri.slice(0, uri.lastIndexOf("/"));
+    const modes = modesFor(ctx, 1).filter((m) => m.name !== "queries");
+    const series = new Map<string, Series>(
+      modes.map((m) => [
+        modeId(m),
+        { durations: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
+      ]),
+    );
+    const childResources: ProcessResources[] = [];
+    const next = random(options.seed + 1);
+    const loadStart = loadavg();
+    options.log(`${info.name} ${label} cold: ${modes.map(modeId).join(" ")} x ${options.cold}`);
+    // One untimed pass creates any missing views (a one-time cost per dataset version).
+    {
+      await stack.freshWorkers();
+      const target = await stackTarget(
+        info,
+        uri,
+        stack.lambdaEndpoint,
+        "lance-fanout-planner",
+        stack.storageOptions(),
+      );
+      for (const mode of modes)
+        if (mode.name !== "native") await target.search(mode, [ctx.queries[0] as number[]]);
+      await target.close();
+    }
+    for (let s = 0; s < options.cold; s++) {
+      const query = [ctx.queries[(s + 1) % ctx.queries.length] as number[]];
+      for (const mode of shuffled(modes, next)) {
+        const entry = series.get(modeId(mode)) as Series;
+        try {
+          let ms: number;
+          let ids: string[][];
+          if (mode.name === "native") {
+            const out = await nativeCold(dbUri, stack.storageOptions(), info, query);
+            ms = out.ms;
+            ids = out.ids;
+            childResources.push({
+              role: "native-cold",
+              pid: out.pid,
+              peakRssMiB: out.peakRssMiB,
+              userCpuMs: out.userCpuMs,
+              systemCpuMs: out.systemCpuMs,
+            });
+          } else {
+            await stack.freshWorkers();
+            const target = await stackTarget(
+              info,
+              uri,
+              stack.lambdaEndpoint,
+              "lance-fanout-planner",
+              stack.storageOptions(),
+            );
+            const [t, answer] = await timed(target, mode, query);
+            await target.close();
+            ms = t;
+            ids = answer.ids;
+            entry.tasks = answer.tasks;
+          }
+          entry.durations.push(ms);
+          entry.answers.push(...ids);
+          entry.truth.push(ctx.truth[(s + 1) % ctx.queries.length] ?? []);
+        } catch (err) {
+          entry.errors.push(String(err));
+        }
+      }
+    }
+    await emitSeries(ctx, label, 1, "cold", modes, series, loadStart, {
+      s3LatencyMs: options.latencyMs,
+      bandwidthMBps: options.bandwidthMBps,
+      workers: options.workers,
+    });
+    await emitResources(ctx, label, stack, childResources);
+    // Warm with the latency still there: caches now hold what the cold runs read.
+    const target = await stackTarget(
+      info,
+      uri,
+      stack.lambdaEndpoint,
+      "lance-fanout-planner",
+      stack.storageOptions(),
+    );
+    const warmOptions = {
+      ...options,
+      batches: [1],
+      queries: Math.min(options.stackQueries, 20),
+      modes: options.modes.filter((m) => m !== "queries"),
+    };
+    await measureWorkloads({ ...ctx, options: warmOptions }, target, label);
+    await target.close();
+  } finally {
+    await stack.stop();
+  }
+}
+
+async function nativeCold(
+  dbUri: string,
+  storageOptions: Record<string, string>,
+  info: DatasetInfo,
+  queries: number[][],
+): Promise<{
+  ms: number;
+  ids: string[][];
+  pid: number;
+  peakRssMiB: number;
+  userCpuMs: number;
+  systemCpuMs: number;
+}> {
+  const input = JSON.stringify({
+    dbUri,
+    storageOptions,
+    version: info.version,
+    params: info.spec.search,
+    queries,
+  });
+  const child = spawn(
+    process.execPath,
+    [...process.execArgv, join(BENCH_DIR, "native-cold.ts"), input],
+    {
+      env: { ...process.env, LANCEDB_LOG: "error" },
+      stdio: ["ignore", "pipe", "inherit"],
+    },
+  );
+  let out = "";
+  child.stdout.on("data", (chunk: Buffer) => {
+    out += chunk.toString();
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  if (code !== 0) throw new Error(`native cold child exited with ${code}`);
+  return JSON.parse(out.trim().split("\n").at(-1) ?? "{}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLI
+
+const list = (value: string) =>
+  value
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
+const numbers = (value: string) => list(value).map(Number);
+
+export function cli(argv: string[] = process.argv): Command {
+  const program = new Command()
+    .name("bench")
+    .description("native Lance vs one task vs segment fan-out vs query fan-out, same snapshot")
+    .option("--dataset <names>", `datasets (${Object.keys(DATASETS).join(", ")})`, list, [
+      "fashion-mnist",
+      "synth-1m",
+      "synth-many",
+    ])
+    .option("--modes <modes>", `modes (${ALL_MODES.join(", ")})`, list, [
+      "native",
+      "single",
+      "segments",
+      "queries",
+      "auto",
+    ])
+    .option(
+      "--widths <G>",
+      "segment fan-out widths (default 1,2,4,... and the segment count)",
+      numbers,
+    )
+    .option("--query-widths <C>", "query fan-out chunk counts", numbers, [2, 4, 8])
+    .option("--batch <sizes>", "batch sizes (queries per request)", numbers, [1, 100])
+    .option("--paths <paths>", "in-process,stack", list, ["in-process", "stack"])
+    .option("--queries <n>", "single-query samples per mode", Number, 100)
+    .option("--warmup <n>", "warm-up samples per mode (excluded from warm stats)", Number, 5)
+    .option("--batch-repeats <n>", "samples per mode for batches", Number, 10)
+    .option("--stack-queries <n>", "single-query samples per mode through the stack", Number, 30)
+    .option("--stack-batch-repeats <n>", "batch samples per mode through the stack", Number, 5)
+    .option(
+      "--cold <n>",
+      "cold samples per mode through the stack with injected S3 latency (0: none)",
+      Number,
+      5,
+    )
+    .option("--latency-ms <ms>", "injected S3 first-byte latency for the cold phase", Number, 20)
+    .option(
+      "--bandwidth-mbps <MBps>",
+      "injected per-connection S3 bandwidth cap (MB/s, 0: none)",
+      Number,
+      90,
+    )
+    .option("--workers <n>", "segment-search worker processes in the stack", Number, 16)
+    .option("--lance-cpu-threads <n>", "LANCE_CPU_THREADS for every process")
+    .option("--lance-io-threads <n>", "LANCE_IO_THREADS for every process")
+    .option("--tokio-threads <n>", "TOKIO_WORKER_THREADS for every process")
+    .option("--recall-threshold <r>", "fixed recall gate (default: native recall - slack)", Number)
+    .option("--recall-slack <d>", "gate = native recall - this", Number, 0.01)
+    .option("--out <dir>", "results directory", join(BENCH_DIR, "results"))
+    .option("--no-report", "do not regenerate bench/README.md")
+    .option("--seed <n>", "mode interleaving seed", Number, 1)
+    .addOption(new Option("--smoke", "tiny dataset, few queries, < 60 s; no report"))
+    .addOption(new Option("--calibrate", "print fitted task-cost constants from the results"))
+    .addOption(new Option("--report-only", "regenerate bench/README.md from bench/results"));
+  program.parse(argv);
+  return program;
+}
+
+/** Keep every SDK and lancedb code path on loopback: no credential chain, no instance metadata. */
+function loopbackOnly(): void {
+  process.env.AWS_EC2_METADATA_DISABLED = "true";
+  process.env.AWS_ACCESS_KEY_ID ??= "S3RVER";
+  process.env.AWS_SECRET_ACCESS_KEY ??= "S3RVER";
+  process.env.AWS_REGION ??= "us-east-1";
+  process.env.LANCEDB_LOG ??= "error";
+  process.env.LANCE_FANOUT_LOG ??= "off";
+  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
+}
+
+async function main(): Promise<void> {
+  loopbackOnly();
+  const program = cli();
+  const o = program.opts();
+  // Thread counts are read by lancedb when it loads: re-run this process with them set.
+  const wanted: Record<string, string | undefined> = {
+    LANCE_CPU_THREADS: o.lanceCpuThreads,
+    LANCE_IO_THREADS: o.lanceIoThreads,
+    TOKIO_WORKER_THREADS: o.tokioThreads,
+  };
+  const differs = Object.entries(wanted).filter(
+    ([k, v]) => v !== undefined && process.env[k] !== v,
+  );
+  if (differs.length > 0) {
+    const env = { ...process.env, ...Object.fromEntries(differs) };
+    const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+      env,
+      stdio: "inherit",
+    });
+    process.exit(r.status ?? 1);
+  }
+  if (o.reportOnly) {
+    await writeReport(o.out);
+    return;
+  }
+  if (o.calibrate) {
+    const { calibrate } = await import("./report.js");
+    await calibrate(o.out);
+    return;
+  }
+  const smoke = Boolean(o.smoke);
+  const options: BenchOptions = {
+    datasets: smoke ? ["smoke"] : o.dataset,
+    modes: o.modes as ModeName[],
+    widths: o.widths,
+    queryWidths: smoke ? [2, 4] : o.queryWidths,
+    batches: smoke ? [1, 10] : o.batch,
+    // The smoke run stays in-process (< 60 s) unless --paths asks for the stack too.
+    paths: (smoke && program.getOptionValueSource("paths") === "default"
+      ? ["in-process"]
+      : o.paths) as BenchOptions["paths"],
+    queries: smoke ? Math.min(o.queries, 10) : o.queries,
+    warmup: smoke ? 1 : o.warmup,
+    batchRepeats: smoke ? 3 : o.batchRepeats,
+    stackQueries: smoke ? Math.min(o.stackQueries, 10) : o.stackQueries,
+    stackBatchRepeats: smoke ? 3 : o.stackBatchRepeats,
+    cold: smoke ? Math.min(o.cold, 1) : o.cold,
+    latencyMs: o.latencyMs,
+    bandwidthMBps: o.bandwidthMbps,
+    workers: smoke ? Math.min(o.workers, 4) : o.workers,
+    recallThreshold: o.recallThreshold,
+    recallSlack: o.recallSlack,
+    out:
+      smoke && o.out === join(BENCH_DIR, "results")
+        ? await mkdtemp(join(tmpdir(), "bench-smoke-"))
+        : o.out,
+    report: smoke ? false : o.report,
+    calibrate: false,
+    smoke,
+    seed: o.seed,
+    log: (line) => console.log(line),
+  };
+  for (const m of options.modes) {
+    if (!ALL_MODES.includes(m))
+      throw new Error(`unknown mode ${m}; known: ${ALL_MODES.join(", ")}`);
+  }
+  if (options.modes.includes("auto") && !PRODUCT_HAS_STRATEGY) {
+    console.log(
+      "mode auto: skipped, the product has no `strategy` yet (bench/modes.ts PRODUCT_HAS_STRATEGY)",
+    );
+  }
+  const { file, records } = await runBench(options);
+  const counts = records.reduce<Record<string, number>>((acc, r) => {
+    acc[r.type] = (acc[r.type] ?? 0) + 1;
+    return acc;
+  }, {});
+  console.log(`results: ${file} ${JSON.stringify(counts)}`);
+
+  // lancedb and the AWS SDK keep handles open: end explicitly.
+  process.exit(0);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await main();

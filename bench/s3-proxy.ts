@@ -1,0 +1,96 @@
+/**
+ * An S3-like network in front of the local S3: a loopback HTTP proxy that delays every response's
+ * first byte by `latencyMs` (real S3: tens of ms for small GETs) and caps each connection's
+ * download rate at `bandwidthMBps` (real S3: ~85-90 MB/s per connection). `local/s3.ts` has a
+ * first-byte delay but no bandwidth cap, and `startStack` does not pass it on; this proxy gives
+ * both without changing either.
+ * @module
+ */
+import { Agent, createServer, request as httpRequest } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Transform, type TransformCallback } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
+
+export interface S3ProxyOptions {
+  /** The real (local) S3, e.g. http://127.0.0.1:4569. */
+  readonly upstream: string;
+  readonly latencyMs: number;
+  /** Per-connection download cap in MB/s (10^6 bytes); 0 = none. */
+  readonly bandwidthMBps: number;
+}
+
+export interface S3Proxy {
+  readonly endpoint: string;
+  /** Requests and response bytes served so far. */
+  stats(): { requests: number; bytes: number };
+  stop(): Promise<void>;
+}
+
+class Throttle extends Transform {
+  readonly #bytesPerMs: number;
+  readonly #started = performance.now();
+  #sent = 0;
+  constructor(bytesPerMs: number) {
+    super();
+    this.#bytesPerMs = bytesPerMs;
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    this.#sent += chunk.length;
+    const due = this.#started + this.#sent / this.#bytesPerMs;
+    const wait = due - performance.now();
+    if (wait > 1) setTimeout(() => done(null, chunk), wait);
+    else done(null, chunk);
+  }
+}
+
+export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
+  const upstream = new URL(options.upstream);
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  let requests = 0;
+  let bytes = 0;
+  const server = createServer((req, res) => {
+    requests++;
+    const started = performance.now();
+    const out = httpRequest(
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        method: req.method,
+        path: req.url,
+        headers: req.headers,
+        agent,
+      },
+      (up) => {
+        void (async () => {
+          const wait = options.latencyMs - (performance.now() - started);
+          if (wait > 0) await sleep(wait);
+          res.writeHead(up.statusCode ?? 502, up.headers);
+          const counted = up.on("data", (chunk: Buffer) => {
+            bytes += chunk.length;
+          });
+          if (options.bandwidthMBps > 0) {
+            counted.pipe(new Throttle((options.bandwidthMBps * 1e6) / 1000)).pipe(res);
+          } else counted.pipe(res);
+        })();
+      },
+    );
+    out.on("error", (err) => {
+      if (!res.headersSent) res.writeHead(502);
+      res.end(String(err));
+    });
+    req.pipe(out);
+  });
+  server.keepAliveTimeout = 65_000;
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    stats: () => ({ requests, bytes }),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        agent.destroy();
+      }),
+  };
+}

@@ -1,0 +1,214 @@
+/**
+ * The local stack as the benchmark needs it: the same parts as `local/stack.ts` (local S3,
+ * bundled function workers behind the local Lambda endpoint, the planner invoking them with the
+ * real SDK) but with an S3-like network in front of S3 (first-byte latency and per-connection
+ * bandwidth, see s3-proxy.ts), chosen worker counts and thread variables, and workers that can be
+ * replaced by fresh ones for cold runs. No HTTP API: the benchmark invokes the planner directly.
+ * @module
+ */
+import { readdir, readFile } from "node:fs/promises";
+import { createServer } from "node:net";
+import { join, relative } from "node:path";
+import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { bundleFunctions, type FunctionBundles } from "../local/bundle.js";
+import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
+import { type LocalS3, startLocalS3 } from "../local/s3.js";
+import { FUNCTIONS, localEnv } from "../local/stack.js";
+import type { DatasetInfo } from "./datasets.js";
+import { type ProcessResources, procResources } from "./env.js";
+import { type S3Proxy, startS3Proxy } from "./s3-proxy.js";
+
+export const BUCKET = "lance-fanout";
+/** The local stack's dummy credentials (s3rver's account); nothing here talks to AWS. */
+export const LOOPBACK_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
+
+export interface BenchStackOptions {
+  readonly dataDir: string;
+  readonly latencyMs: number;
+  readonly bandwidthMBps: number;
+  /** segment-search workers (its concurrency). */
+  readonly workers: number;
+  /** Extra environment of every worker (thread counts). */
+  readonly workerEnv: Readonly<Record<string, string>>;
+}
+
+export interface BenchStack {
+  readonly s3: LocalS3;
+  readonly proxy: S3Proxy;
+  readonly lambdaEndpoint: string;
+  /** Environment of the functions; also what this process needs to reach S3 through the proxy. */
+  readonly env: Readonly<Record<string, string>>;
+  /** lancedb storage options through the proxy. */
+  storageOptions(): Record<string, string>;
+  /** Replaces every worker by a fresh process (empty caches) and starts them (init excluded). */
+  freshWorkers(): Promise<void>;
+  resources(): ProcessResources[];
+  stop(): Promise<void>;
+}
+
+export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
+  const s3 = await startLocalS3({
+    directory: options.dataDir,
+    port: 0,
+    buckets: [BUCKET],
+  });
+  const proxy = await startS3Proxy({
+    upstream: s3.endpoint,
+    latencyMs: options.latencyMs,
+    bandwidthMBps: options.bandwidthMBps,
+  });
+  const lambdaPort = await freePort();
+  const lambdaEndpoint = `http://127.0.0.1:${lambdaPort}`;
+  const env = {
+    ...localEnv(proxy.endpoint, lambdaEndpoint, BUCKET),
+    LANCE_FANOUT_MAX_TASKS: "1000",
+    LANCE_FANOUT_LOG: "off",
+    LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
+    ...options.workerEnv,
+  };
+  const bundles = await bundleFunctions();
+  let lambda = await launch(bundles, lambdaPort, env, options.workers);
+  let retired: ProcessResources[] = [];
+  const resources = () =>
+    Object.values(FUNCTIONS).flatMap((name) =>
+      lambda.workerPids(name).flatMap((pid) => procResources(name, pid) ?? []),
+    );
+  return {
+    s3,
+    proxy,
+    lambdaEndpoint,
+    env,
+    storageOptions: () => ({
+      aws_endpoint: proxy.endpoint,
+      allow_http: "true",
+      aws_access_key_id: s3.credentials.accessKeyId,
+      aws_secret_access_key: s3.credentials.secretAccessKey,
+      aws_region: "us-east-1",
+    }),
+    async freshWorkers() {
+      retired = [...retired, ...resources()];
+      await lambda.stop();
+      lambda = await launch(bundles, lambdaPort, env, options.workers);
+      await prewarmProcesses(lambdaEndpoint, options.workers);
+    },
+    resources: () => [...retired, ...resources()],
+    async stop() {
+      await lambda.stop();
+      await proxy.stop();
+      await s3.stop();
+    },
+  };
+}
+
+function launch(
+  bundles: FunctionBundles,
+  port: number,
+  env: Record<string, string>,
+  workers: number,
+): Promise<LocalLambda> {
+  const fn = (name: string, module: string, concurrency: number) => ({
+    name,
+    module,
+    concurrency,
+    timeoutMs: 120_000,
+  });
+  return startLocalLambda({
+    port,
+    workerEntry: bundles.worker,
+    env,
+    functions: [
+      fn(FUNCTIONS.planner, bundles.planner, 8),
+      fn(FUNCTIONS.segmentSearch, bundles.segmentSearch, workers),
+      fn(FUNCTIONS.merge, bundles.merge, 4),
+    ],
+  });
+}
+
+/**
+ * Starts the worker processes (Node start, module import, native lancedb load) with invalid
+ * payloads that each function rejects before touching any dataset: a cold run then measures
+ * empty caches, not process creation (Lambda's init phase, reported apart).
+ */
+export async function prewarmProcesses(endpoint: string, workers: number): Promise<number> {
+  const client = new LambdaClient({
+    endpoint,
+    maxAttempts: 1,
+    region: "us-east-1",
+    credentials: LOOPBACK_CREDENTIALS,
+  });
+  const started = performance.now();
+  const poke = (name: string) =>
+    client.send(new InvokeCommand({ FunctionName: name, Payload: "{}" })).catch(() => undefined);
+  await Promise.all([
+    poke(FUNCTIONS.planner),
+    ...Array.from({ length: workers }, () => poke(FUNCTIONS.segmentSearch)),
+    poke(FUNCTIONS.merge),
+  ]);
+  client.destroy();
+  return performance.now() - started;
+}
+
+/**
+ * The bare cost of one synchronous invoke through the local Lambda endpoint: a payload the
+ * segment-search function rejects at validation (HTTP, worker IPC, JSON, zod; no Lance work).
+ */
+export async function invokeProbe(endpoint: string, samples: number): Promise<number[]> {
+  const client = new LambdaClient({
+    endpoint,
+    maxAttempts: 1,
+    region: "us-east-1",
+    credentials: LOOPBACK_CREDENTIALS,
+  });
+  const out: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    const t0 = performance.now();
+    await client.send(new InvokeCommand({ FunctionName: FUNCTIONS.segmentSearch, Payload: "{}" }));
+    out.push(performance.now() - t0);
+  }
+  client.destroy();
+  return out;
+}
+
+/** Copies a local dataset into the local S3 once (a marker object records the manifest hash). */
+export async function uploadDataset(stack: BenchStack, info: DatasetInfo): Promise<string> {
+  const prefix = `bench/${info.name}`;
+  const uri = `s3://${BUCKET}/${prefix}/items.lance`;
+  const client = new S3Client({
+    endpoint: stack.s3.endpoint,
+    region: "us-east-1",
+    forcePathStyle: true,
+    credentials: stack.s3.credentials,
+  });
+  const marker = `${prefix}/.uploaded-${info.manifestHash.slice(0, 16)}`;
+  const done = await client
+    .send(new HeadObjectCommand({ Bucket: BUCKET, Key: marker }))
+    .then(() => true)
+    .catch(() => false);
+  if (!done) {
+    const files = (await readdir(info.uri, { recursive: true, withFileTypes: true })).filter((e) =>
+      e.isFile(),
+    );
+    for (const file of files) {
+      const path = join(file.parentPath, file.name);
+      const key = `${prefix}/items.lance/${relative(info.uri, path)}`;
+      await client.send(
+        new PutObjectCommand({ Bucket: BUCKET, Key: key, Body: await readFile(path) }),
+      );
+    }
+    await client.send(new PutObjectCommand({ Bucket: BUCKET, Key: marker, Body: "ok" }));
+  }
+  client.destroy();
+  return uri;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolvePort(port));
+    });
+  });
+}
