@@ -7,7 +7,6 @@ import { encodeVectors } from "./codec.js";
 import { FanoutError } from "./errors.js";
 import { type Group, segmentCost } from "./grouping.js";
 import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
-import { readManifest } from "./manifest-store.js";
 import type { ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
 import { type ExecutionProfile, splitWork } from "./strategy.js";
@@ -39,7 +38,7 @@ export async function plan(
   const location = runtime.resolveDataset(request.dataset);
   const version = request.version ?? (await runtime.tables.latestVersion(location));
   const table = await runtime.tables.at(location, version);
-  const manifest = await readManifest(runtime.objects, location.uri, version);
+  const manifest = await runtime.manifests.read(location.uri, version);
   const coverage = request.coverage ?? "require";
   const index = chooseIndex(manifest, { ...request, allowMissing: coverage === "fallback" });
   if (index.unindexed.length > 0 && coverage === "require") throw incompleteCoverage(index);

@@ -5,6 +5,7 @@
  */
 import { type FanoutConfig, loadConfig } from "./config.js";
 import { type DatasetLocation, resolveDataset } from "./dataset.js";
+import { ManifestCache } from "./manifest-store.js";
 import { createObjectReader, type ObjectReader } from "./objects.js";
 import { TableCache } from "./tables.js";
 import { ViewCache } from "./views.js";
@@ -12,6 +13,8 @@ import { ViewCache } from "./views.js";
 export interface Runtime {
   readonly config: FanoutConfig;
   readonly objects: ObjectReader;
+  /** Parsed dataset manifests by version. */
+  readonly manifests: ManifestCache;
   readonly tables: TableCache;
   readonly views: ViewCache;
   /** Parses and authorises a dataset URI against this runtime's configuration. */
@@ -23,6 +26,7 @@ export function createRuntime(config: FanoutConfig = loadConfig()): Runtime {
   return {
     config,
     objects,
+    manifests: new ManifestCache(objects),
     tables: new TableCache(config.s3),
     views: new ViewCache(config, objects),
     resolveDataset: (dataset) => resolveDataset(dataset, config),
