@@ -4,7 +4,6 @@
  * Lambda projection.
  * @module
  */
-import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -447,18 +446,6 @@ export async function writeReport(
   if (existsSync(readingFile)) md.push(await readFile(readingFile, "utf8"));
   const out = join(BENCH_DIR, "README.md");
   await writeFile(out, `${md.join("\n").trimEnd()}\n`);
-  // The repository's formatter aligns Markdown tables; let it, so `npm run lint` stays clean.
-  try {
-    execFileSync(
-      join(BENCH_DIR, "..", "node_modules", ".bin", "biome"),
-      ["format", "--write", out],
-      {
-        stdio: "ignore",
-      },
-    );
-  } catch {
-    log("report: biome format failed; README.md left unformatted");
-  }
   log(`report: ${out}`);
   return out;
 }
