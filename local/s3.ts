@@ -39,6 +39,11 @@ export interface LocalS3 {
   readonly credentials: { accessKeyId: string; secretAccessKey: string };
   /** lancedb storageOptions for this server */
   storageOptions(): Record<string, string>;
+  /**
+   * Fault injection for tests: every GET of a key matching `keys` answers `status` (e.g. 500)
+   * until cleared with `undefined`.
+   */
+  injectFault(fault: { readonly keys: RegExp; readonly status: number } | undefined): void;
   stop(): Promise<void>;
 }
 
@@ -90,6 +95,15 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
   // Koa composes `middleware` when `run()` listens, so entries added now run for every request.
   server.middleware.unshift(conditionalWrites(server.store));
   if (latencyMs > 0) server.middleware.unshift(firstByteDelay(latencyMs));
+  let fault: { readonly keys: RegExp; readonly status: number } | undefined;
+  server.middleware.unshift(async (ctx, next) => {
+    if (fault && ctx.method === "GET" && fault.keys.test(ctx.path)) {
+      ctx.status = fault.status;
+      ctx.body = `<Error><Code>InternalError</Code><Message>injected fault</Message></Error>`;
+      return;
+    }
+    await next();
+  });
 
   const address = await server.run();
   const httpServer = server.httpServer;
@@ -112,6 +126,9 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
       aws_secret_access_key: SECRET_ACCESS_KEY,
       aws_region: "us-east-1",
     }),
+    injectFault(next) {
+      fault = next;
+    },
     stop() {
       stopped ??= new Promise<void>((resolve, reject) => {
         httpServer.close((error) => (error ? reject(error) : resolve()));

@@ -170,6 +170,16 @@ describe("failures of the service are 5xx and never partial", () => {
     );
   });
 
+  test("a failing merge fails the query: INTERNAL, no partial rows", async () => {
+    const invoker = inProcessInvoker(runtime);
+    const failing = { ...invoker, merge: () => Promise.reject(new Error("merge worker lost")) };
+    await expectCode(
+      vectorSearch({ dataset: ds.uri, query: q, k: 5 }, { runtime, invoker: failing }),
+      "INTERNAL",
+      /merge worker lost/,
+    );
+  });
+
   test("a query over its deadline is TIMEOUT", async () => {
     const invoker = inProcessInvoker(runtime);
     const slow = {

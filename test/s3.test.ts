@@ -80,6 +80,29 @@ describe("a dataset on S3", () => {
     expect(await keys("data", "db/")).toEqual(before);
   });
 
+  test("S3 answering 500s fails the query with a 5xx and no partial rows; it recovers after", async () => {
+    const fresh = createRuntime(runtime.config);
+    const request = {
+      dataset: ds.uri,
+      query: queries(1, 8)[0] ?? [],
+      k: 5,
+      strategy: "segments" as const,
+    };
+    s3.injectFault({ keys: /^\/data\/db\/items\.lance\//, status: 500 });
+    try {
+      const error = await vectorSearch({ ...request, timeoutMs: 20_000 }, { runtime: fresh }).then(
+        () => undefined,
+        (err: unknown) => err as { code: string; status: number },
+      );
+      expect(error?.status).toBeGreaterThanOrEqual(500);
+      expect(["INTERNAL", "SEGMENT_SEARCH_FAILED", "TIMEOUT"]).toContain(error?.code);
+    } finally {
+      s3.injectFault(undefined);
+    }
+    const answer = await vectorSearch(request, { runtime: fresh });
+    expect(answer.results).toHaveLength(5);
+  });
+
   test("a dataset outside the allow-list is refused before any read", async () => {
     await expect(
       vectorSearch(
