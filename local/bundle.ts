@@ -4,11 +4,14 @@
  * @module
  */
 import { mkdir } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { extname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
-const ROOT = resolve(fileURLToPath(import.meta.url), "../..");
+const HERE = fileURLToPath(import.meta.url);
+/** The sources (under tsx) or the build (`dist/`, for the `fanout` bin): same layout either way. */
+const ROOT = resolve(HERE, "../..");
+const EXT = extname(HERE);
 
 export interface FunctionBundles {
   readonly worker: string;
@@ -25,10 +28,10 @@ export async function bundleFunctions(): Promise<FunctionBundles> {
   const outdir = join(ROOT, "node_modules", ".cache", "lance-fanout", "functions");
   await mkdir(outdir, { recursive: true });
   const entryPoints = {
-    worker: join(ROOT, "local", "worker.ts"),
-    planner: join(ROOT, "functions", "planner", "handler.ts"),
-    "segment-search": join(ROOT, "functions", "segment-search", "handler.ts"),
-    merge: join(ROOT, "functions", "merge", "handler.ts"),
+    worker: join(ROOT, "local", `worker${EXT}`),
+    planner: join(ROOT, "functions", "planner", `handler${EXT}`),
+    "segment-search": join(ROOT, "functions", "segment-search", `handler${EXT}`),
+    merge: join(ROOT, "functions", "merge", `handler${EXT}`),
   };
   await build({
     entryPoints,
