@@ -17,6 +17,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as lancedb from "@lancedb/lancedb";
+import { mulberry32 } from "../local/random.js";
 import { manifestFileNames } from "../shared/manifest.js";
 
 const require = createRequire(import.meta.url);
@@ -135,17 +136,8 @@ export interface DatasetInfo {
   readonly spec: DatasetSpec;
 }
 
-/** mulberry32: a small seeded PRNG, so every build makes the same data. */
-export function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded PRNG every build uses, so every build makes the same data. */
+export const random = mulberry32;
 
 /** A source of row vectors and of held-out query vectors. */
 interface VectorSource {
