@@ -9,7 +9,7 @@ import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js"
 import type { Invoker } from "../../shared/invoker.js";
 import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
 import type { ExecutionProfile } from "../../shared/strategy.js";
-import type { MergeOutput, TaskCandidates } from "../../shared/tasks.js";
+import { type MergeOutput, taskCandidatesSchema } from "../../shared/tasks.js";
 
 export interface LambdaInvokerOptions {
   /** Name or ARN of the segment-search function. */
@@ -129,8 +129,22 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
   };
   return {
     profile: options.profile ?? lambdaProfile(),
-    searchSegments: (task) =>
-      invoke<TaskCandidates>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),
+    searchSegments: async (task) => {
+      const body = await invoke<unknown>(
+        options.segmentSearchFunction,
+        task,
+        "SEGMENT_SEARCH_FAILED",
+      );
+      // Candidates are checked at the boundary: a malformed answer must not reach the merge.
+      const parsed = taskCandidatesSchema.safeParse(body);
+      if (!parsed.success) {
+        throw new FanoutError(
+          "SEGMENT_SEARCH_FAILED",
+          `malformed task answer: ${parsed.error.message}`,
+        );
+      }
+      return parsed.data;
+    },
     merge: (input) => invoke<MergeOutput>(options.mergeFunction, input, "INTERNAL"),
   };
 }

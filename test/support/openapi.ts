@@ -9,6 +9,8 @@ const document = JSON.parse(
   readFileSync(new URL("../../docs/openapi.json", import.meta.url), "utf8"),
 );
 const ajv = new Ajv2020({ strict: false, allErrors: true });
+ajv.addFormat("uuid", /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
+ajv.addFormat("binary", true);
 ajv.addSchema(document, "openapi");
 
 export type SchemaName = "SearchRequest" | "SearchResponse" | "PlanResponse" | "ErrorBody";
