@@ -113,7 +113,9 @@ async function execute(
   const described = describePlan(searchPlan);
   if (request.explain) return described;
   const tasks = tasksOf(searchPlan, request, requestId);
-  for (const task of tasks) assertPayloadSize(task, "a segment-search task", invoker);
+  if (Number.isFinite(invoker.profile.maxPayloadBytes)) {
+    for (const task of tasks) assertPayloadSize(task, "a segment-search task", invoker);
+  }
   const settled = await Promise.allSettled(tasks.map((t) => invoker.searchSegments(t)));
   const candidates = collect(settled, tasks);
   const merges = mergeInputs(searchPlan, request, requestId, candidates, invoker);
@@ -154,6 +156,7 @@ function mergeInputs(
   return searchPlan.chunks.flatMap(([start, end], chunk) => {
     const lists = candidates.filter((c) => c.chunk === chunk).map((c) => c.candidates);
     const input = { ...base, queryOffset: start, queryCount: end - start, candidates: lists };
+    if (!Number.isFinite(invoker.profile.maxPayloadBytes)) return [input];
     const bytes = payloadBytes(input);
     if (bytes <= invoker.profile.maxPayloadBytes * 0.9 || end - start === 1) return [input];
     const parts = Math.ceil(bytes / (invoker.profile.maxPayloadBytes * 0.8));
