@@ -10,6 +10,7 @@ import { appendFile, mkdir, mkdtemp } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, Option } from "commander";
+import { keepOnLoopback } from "../local/loopback.js";
 import { loadConfig } from "../shared/config.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import { plan, tasksOf } from "../shared/planner.js";
@@ -308,32 +309,19 @@ async function emitSeries(
       continue;
     }
     const summary = summarize(s.durations);
+    const phaseP50 = (key: "plan" | "views" | "search" | "merge") =>
+      round(
+        percentile(
+          s.phases.map((p) => p[key]),
+          0.5,
+        ),
+      );
     const phases = s.phases.length
       ? {
-          plan: round(
-            percentile(
-              s.phases.map((p) => p.plan),
-              0.5,
-            ),
-          ),
-          views: round(
-            percentile(
-              s.phases.map((p) => p.views),
-              0.5,
-            ),
-          ),
-          search: round(
-            percentile(
-              s.phases.map((p) => p.search),
-              0.5,
-            ),
-          ),
-          merge: round(
-            percentile(
-              s.phases.map((p) => p.merge),
-              0.5,
-            ),
-          ),
+          plan: phaseP50("plan"),
+          views: phaseP50("views"),
+          search: phaseP50("search"),
+          merge: phaseP50("merge"),
         }
       : undefined;
     await ctx.emit({
@@ -681,19 +669,8 @@ export function cli(argv: string[] = process.argv): Command {
   return program;
 }
 
-/** Keep every SDK and lancedb code path on loopback: no credential chain, no instance metadata. */
-function loopbackOnly(): void {
-  process.env.AWS_EC2_METADATA_DISABLED = "true";
-  process.env.AWS_ACCESS_KEY_ID ??= "S3RVER";
-  process.env.AWS_SECRET_ACCESS_KEY ??= "S3RVER";
-  process.env.AWS_REGION ??= "us-east-1";
-  process.env.LANCEDB_LOG ??= "error";
-  process.env.LANCE_FANOUT_LOG ??= "off";
-  process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
-}
-
 async function main(): Promise<void> {
-  loopbackOnly();
+  keepOnLoopback();
   const program = cli();
   const o = program.opts();
   // Thread counts are read by lancedb when it loads: re-run this process with them set.

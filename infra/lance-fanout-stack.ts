@@ -3,26 +3,19 @@
  * and the metrics. It composes the constructs and holds no logic of its own beyond validation.
  * @module
  */
-import {
-  Annotations,
-  CfnOutput,
-  Duration,
-  type RemovalPolicy,
-  Stack,
-  type StackProps,
-} from "aws-cdk-lib";
-import type { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
-import type { RetentionDays } from "aws-cdk-lib/aws-logs";
+import { Annotations, CfnOutput, Duration, Stack, type StackProps } from "aws-cdk-lib";
 import type { Construct } from "constructs";
 import { DatasetAccess, parseDatasetPrefix } from "./dataset-access.js";
-import { FanoutFunctions, type FunctionSettings } from "./fanout-functions.js";
+import { FanoutFunctions, type FanoutFunctionsProps } from "./fanout-functions.js";
 import { FanoutMetrics } from "./fanout-metrics.js";
 import { SearchApi, type SearchApiAuth, type SearchApiThrottle } from "./search-api.js";
 
 /** HTTP API integrations time out after 29 s. */
 const API_INTEGRATION_TIMEOUT = Duration.seconds(29);
 
-export interface LanceFanoutStackProps extends StackProps {
+export interface LanceFanoutStackProps
+  extends StackProps,
+    Omit<FanoutFunctionsProps, "access" | "projectRoot"> {
   /**
    * Dataset prefixes that may be searched, `s3://bucket/prefix/`, read only: the buckets are
    * imported by name, never created or written outside the view prefix.
@@ -36,32 +29,12 @@ export interface LanceFanoutStackProps extends StackProps {
    * @default "lance-fanout-views"
    */
   readonly viewPrefix?: string;
-  /** @default Architecture.ARM_64 */
-  readonly architecture?: Architecture;
-  /** nodejs22.x or nodejs24.x. @default Runtime.NODEJS_24_X */
-  readonly runtime?: Runtime;
-  /** @default 1024 MB, 29 s, no reserved concurrency */
-  readonly planner?: FunctionSettings;
-  /** @default 2048 MB, 30 s, no reserved concurrency */
-  readonly segmentSearch?: FunctionSettings;
-  /** @default 1024 MB, 30 s, no reserved concurrency */
-  readonly merge?: FunctionSettings;
-  /** Upper bound on tasks per query (a request's `maxTasks` can only lower it). @default 16 */
-  readonly maxTasks?: number;
-  /** Deadline of a query that sets no `timeoutMs`. @default 25 s */
-  readonly queryTimeout?: Duration;
-  /** Open segment views kept per execution environment. @default 64 */
-  readonly viewCacheSize?: number;
   /** @default { type: "iam" } (SigV4) */
   readonly auth?: SearchApiAuth;
   /** @default { rateLimit: 20, burstLimit: 40 } */
   readonly throttle?: SearchApiThrottle;
   /** KMS keys of SSE-KMS dataset buckets. @default none */
   readonly kmsKeyArns?: readonly string[];
-  /** Retention of function and access logs. @default RetentionDays.ONE_MONTH */
-  readonly logRetention?: RetentionDays;
-  /** @default RemovalPolicy.DESTROY: `cdk destroy` deletes the logs with the stack */
-  readonly logRemovalPolicy?: RemovalPolicy;
   /** CloudWatch namespace of the metrics. @default `LanceFanout/<stack name>` */
   readonly metricsNamespace?: string;
 }

@@ -7,6 +7,7 @@ import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
+import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, localEnv, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { storageOptions } from "../shared/dataset.js";
@@ -146,15 +147,6 @@ async function claimPidFile(dataDir: string): Promise<void> {
     );
   }
   await writeFile(file, String(process.pid));
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export async function searchCommand(

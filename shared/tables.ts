@@ -34,9 +34,14 @@ export class TableCache {
   readonly #s3: S3Config;
   readonly #connections = new Map<string, Promise<Connection>>();
   readonly #pinned: LRUCache<string, Promise<Table>>;
+  readonly #latest: LRUCache<string, Promise<Table>>;
 
   constructor(s3: S3Config, maxPinned = 32) {
     this.#s3 = s3;
+    this.#latest = new LRUCache({
+      max: maxPinned,
+      dispose: (table) => void table.then((t) => t.close()).catch(() => {}),
+    });
     this.#pinned = new LRUCache({
       max: maxPinned,
       dispose: (table) => void table.then((t) => t.close()).catch(() => {}),
@@ -45,12 +50,15 @@ export class TableCache {
 
   /** The dataset's current version, read from storage now (no cached notion of "latest"). */
   async latestVersion(location: DatasetLocation): Promise<number> {
-    const table = await this.#open(location);
-    try {
-      return await table.version();
-    } finally {
-      table.close();
+    // One handle per dataset: its connection's strong consistency re-checks the newest version
+    // on every call, so the table is not opened again for each query.
+    let table = this.#latest.get(location.uri);
+    if (!table) {
+      table = this.#open(location);
+      table.catch(() => this.#latest.delete(location.uri));
+      this.#latest.set(location.uri, table);
     }
+    return (await table).version();
   }
 
   /**

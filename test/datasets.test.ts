@@ -163,6 +163,20 @@ describe("dataset variants", () => {
     expect(Number(latest.results[0]?.id)).toBeGreaterThanOrEqual(100_000);
   });
 
+  test("a search without a version sees a commit made after the previous search", async () => {
+    const ds = await makeDataset({ rounds: [4000] });
+    const runtime = await testRuntime();
+    const before = await vectorSearch({ dataset: ds.uri, query: q0, k: 1 }, { runtime });
+    await ds.table.delete("id = -1");
+    await ds.table.add([{ id: -1, category: 0, "Cat Name": "n", vector: q0 }]);
+    const after = await vectorSearch(
+      { dataset: ds.uri, query: q0, k: 1, coverage: "fallback", select: ["id"] },
+      { runtime },
+    );
+    expect(after.version).toBeGreaterThan(before.version);
+    expect(after.results[0]?.id).toBe(-1);
+  });
+
   test("live fragments outside the index are refused, naming them and their rows", async () => {
     const ds = await makeDataset({ rounds: [4000], unindexedRows: 700 });
     const runtime = await testRuntime();

@@ -9,6 +9,7 @@ import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { tableFromIPC } from "apache-arrow";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, type Stack, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { ERROR_STATUS } from "../shared/errors.js";
@@ -274,15 +275,6 @@ async function killBusyWorkers(until?: () => boolean): Promise<number[]> {
 function isJson(text: string): boolean {
   try {
     JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
     return true;
   } catch {
     return false;
