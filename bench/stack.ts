@@ -7,12 +7,12 @@
  * @module
  */
 import { readdir, readFile } from "node:fs/promises";
-import { createServer } from "node:net";
 import { join, relative } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { bundleFunctions, type FunctionBundles } from "../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
+import { freePort } from "../local/net.js";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { FUNCTIONS, localEnv } from "../local/stack.js";
 import type { DatasetInfo } from "./datasets.js";
@@ -200,15 +200,4 @@ export async function uploadDataset(stack: BenchStack, info: DatasetInfo): Promi
   }
   client.destroy();
   return uri;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolvePort(port));
-    });
-  });
 }

@@ -11,7 +11,6 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,6 +19,7 @@ import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { directorySize, elfMachine } from "../../infra/prune-asset.js";
 import { type LocalLambda, startLocalLambda } from "../../local/lambda.js";
+import { freePort } from "../../local/net.js";
 import { type LocalS3, startLocalS3 } from "../../local/s3.js";
 import { type Dataset, makeDataset, queries } from "../support/fixtures.js";
 import {
@@ -466,15 +466,4 @@ describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
 
 function hasCommand(command: string): boolean {
   return spawnSync(command, ["--version"], { stdio: "ignore" }).error === undefined;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once("error", fail);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
 }
