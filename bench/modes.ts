@@ -10,6 +10,7 @@
  */
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import * as lancedb from "@lancedb/lancedb";
+import { FUNCTIONS } from "../local/stack.js";
 import { decodeCandidates } from "../shared/codec.js";
 import type { Invoker } from "../shared/invoker.js";
 import { inProcessInvoker } from "../shared/invoker.js";
@@ -19,8 +20,7 @@ import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import type { DatasetInfo, SearchParams } from "./datasets.js";
 import { TABLE } from "./datasets.js";
-
-const LOOPBACK_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
+import { type BenchStack, LOOPBACK_CREDENTIALS } from "./stack.js";
 
 /** Whether the product takes `strategy` ("auto" | "single" | "segments" | "queries" | "hybrid"). */
 export const PRODUCT_HAS_STRATEGY =
@@ -135,15 +135,22 @@ async function productSearch(
   };
 }
 
-/** Native lancedb: one table handle, one query (multi-vector for a batch). */
+/**
+ * Native lancedb: one table handle, one query (multi-vector for a batch). `prewarm` loads the
+ * whole index into memory first, as the product's workers do with their views in warm runs.
+ */
 export async function openNative(
   dbUri: string,
   storageOptions: Record<string, string>,
   version: number,
+  prewarm = false,
 ): Promise<lancedb.Table> {
   const db = await lancedb.connect(dbUri, { storageOptions });
   const table = await db.openTable(TABLE);
   await table.checkout(version);
+  if (prewarm) {
+    for (const index of await table.listIndices()) await table.prewarmIndex(index.name);
+  }
   return table;
 }
 
@@ -207,7 +214,7 @@ function timingInvoker(runtime: Runtime, sink: { tasks: Phases[]; merge: number 
 }
 
 export async function inProcessTarget(info: DatasetInfo, runtime: Runtime): Promise<Target> {
-  const table = await openNative(info.dir, {}, info.version);
+  const table = await openNative(info.dir, {}, info.version, runtime.config.prewarm !== "off");
   const params = info.spec.search;
   return {
     path: "in-process",
@@ -249,10 +256,9 @@ export async function inProcessTarget(info: DatasetInfo, runtime: Runtime): Prom
 export async function stackTarget(
   info: DatasetInfo,
   s3Uri: string,
-  lambdaEndpoint: string,
-  plannerFunction: string,
-  storageOptions: Record<string, string>,
+  stack: Pick<BenchStack, "lambdaEndpoint" | "storageOptions" | "prewarm">,
 ): Promise<Target> {
+  const { lambdaEndpoint } = stack;
   const dbUri = s3Uri.slice(0, s3Uri.lastIndexOf("/"));
   let table: lancedb.Table | undefined;
   const params = info.spec.search;
@@ -264,7 +270,7 @@ export async function stackTarget(
   });
   const send = async (request: Record<string, unknown>): Promise<SearchResponse> => {
     const out = await client.send(
-      new InvokeCommand({ FunctionName: plannerFunction, Payload: JSON.stringify(request) }),
+      new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(request) }),
     );
     const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")) as
       | SearchResponse
@@ -277,7 +283,12 @@ export async function stackTarget(
     path: "stack",
     async search(mode, queries) {
       if (mode.name === "native") {
-        table ??= await openNative(dbUri, storageOptions, info.version);
+        table ??= await openNative(
+          dbUri,
+          stack.storageOptions(),
+          info.version,
+          stack.prewarm !== "off",
+        );
         return { ids: await nativeSearch(table, params, queries), tasks: 0 };
       }
       const request = productRequest(info, s3Uri, params, mode);

@@ -17,6 +17,8 @@ export interface S3ProxyOptions {
   readonly latencyMs: number;
   /** Per-connection download cap in MB/s (10^6 bytes); 0 = none. */
   readonly bandwidthMBps: number;
+  /** Called for every request (method, path with query, Range header): GET profiles. */
+  readonly onRequest?: (method: string, url: string, range: string | undefined) => void;
 }
 
 export interface S3Proxy {
@@ -50,6 +52,7 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
   let bytes = 0;
   const server = createServer((req, res) => {
     requests++;
+    options.onRequest?.(req.method ?? "", req.url ?? "", req.headers.range);
     const started = performance.now();
     const out = httpRequest(
       {

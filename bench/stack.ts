@@ -15,9 +15,10 @@ import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
 import { freePort } from "../local/net.js";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { FUNCTIONS, localEnv } from "../local/stack.js";
+import type { PrewarmMode } from "../shared/config.js";
 import type { DatasetInfo } from "./datasets.js";
 import { type ProcessResources, procResources } from "./env.js";
-import { type S3Proxy, startS3Proxy } from "./s3-proxy.js";
+import { type S3Proxy, type S3ProxyOptions, startS3Proxy } from "./s3-proxy.js";
 
 export const BUCKET = "lance-fanout";
 /** The local stack's dummy credentials (s3rver's account); nothing here talks to AWS. */
@@ -31,12 +32,17 @@ export interface BenchStackOptions {
   readonly workers: number;
   /** Extra environment of every worker (thread counts). */
   readonly workerEnv: Readonly<Record<string, string>>;
+  /** LANCE_FANOUT_PREWARM of the workers; native prewarms its index unless "off". */
+  readonly prewarm: PrewarmMode;
+  /** Sees every S3 request through the proxy (GET profiles). */
+  readonly onRequest?: S3ProxyOptions["onRequest"];
 }
 
 export interface BenchStack {
   readonly s3: LocalS3;
   readonly proxy: S3Proxy;
   readonly lambdaEndpoint: string;
+  readonly prewarm: PrewarmMode;
   /** Environment of the functions; also what this process needs to reach S3 through the proxy. */
   readonly env: Readonly<Record<string, string>>;
   /** lancedb storage options through the proxy. */
@@ -57,6 +63,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     upstream: s3.endpoint,
     latencyMs: options.latencyMs,
     bandwidthMBps: options.bandwidthMBps,
+    ...(options.onRequest ? { onRequest: options.onRequest } : {}),
   });
   const lambdaPort = await freePort();
   const lambdaEndpoint = `http://127.0.0.1:${lambdaPort}`;
@@ -65,6 +72,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     LANCE_FANOUT_MAX_TASKS: "1000",
     LANCE_FANOUT_LOG: "off",
     LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
+    LANCE_FANOUT_PREWARM: options.prewarm,
     ...options.workerEnv,
   };
   const bundles = await bundleFunctions();
@@ -78,6 +86,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     s3,
     proxy,
     lambdaEndpoint,
+    prewarm: options.prewarm,
     env,
     storageOptions: () => ({
       aws_endpoint: proxy.endpoint,

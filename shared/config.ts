@@ -34,8 +34,23 @@ export interface FanoutConfig {
   readonly timeoutMs: number;
   /** Open segment views kept per process. @default 64 */
   readonly viewCacheSize: number;
+  /**
+   * Whether a process loads a view's whole index into memory when it first opens the view:
+   * `background` (the first search does not wait), `eager` (it waits), `off`. A task then reads
+   * only its group's segments from memory, which is the fan-out's point: each process holds a
+   * slice of the index hot. @default "background"
+   */
+  readonly prewarm: PrewarmMode;
+  /**
+   * Bytes of lancedb's index cache per process; views are prewarmed only while the prewarmed
+   * index files fit in 80% of it. @default half the Lambda function's memory, else 2 GiB
+   */
+  readonly indexCacheBytes: number;
   readonly s3: S3Config;
 }
+
+export const PREWARM_MODES = ["background", "eager", "off"] as const;
+export type PrewarmMode = (typeof PREWARM_MODES)[number];
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -43,7 +58,8 @@ type Env = Readonly<Record<string, string | undefined>>;
  * Reads the configuration from environment variables (all optional):
  * `LANCE_FANOUT_MAX_TASKS`, `LANCE_FANOUT_VIEW_ROOT`, `LANCE_FANOUT_S3_VIEW_PREFIX`,
  * `LANCE_FANOUT_ALLOWED_DATASETS` (comma-separated), `LANCE_FANOUT_ALLOW_LOCAL`,
- * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, and for S3 `AWS_ENDPOINT_URL_S3`
+ * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, `LANCE_FANOUT_PREWARM`,
+ * `LANCE_FANOUT_INDEX_CACHE_MB`, and for S3 `AWS_ENDPOINT_URL_S3`
  * (or `AWS_ENDPOINT_URL`), `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
  * `AWS_SESSION_TOKEN`.
  */
@@ -57,6 +73,8 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     allowLocal: boolVar(env, "LANCE_FANOUT_ALLOW_LOCAL", !onLambda),
     timeoutMs: intVar(env, "LANCE_FANOUT_TIMEOUT_MS", 25_000),
     viewCacheSize: intVar(env, "LANCE_FANOUT_VIEW_CACHE_SIZE", 64),
+    prewarm: prewarmVar(env),
+    indexCacheBytes: intVar(env, "LANCE_FANOUT_INDEX_CACHE_MB", defaultIndexCacheMb(env)) * MB,
     s3: {
       endpoint: text(env.AWS_ENDPOINT_URL_S3) ?? text(env.AWS_ENDPOINT_URL),
       region: text(env.AWS_REGION) ?? text(env.AWS_DEFAULT_REGION) ?? "us-east-1",
@@ -88,6 +106,23 @@ function intVar(env: Env, name: string, fallback: number): number {
     throw new TypeError(`Environment variable ${name} must be a positive integer, got "${raw}"`);
   }
   return value;
+}
+
+const MB = 1024 * 1024;
+
+function defaultIndexCacheMb(env: Env): number {
+  const lambdaMb = Number(text(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE));
+  return Number.isSafeInteger(lambdaMb) && lambdaMb > 0 ? Math.floor(lambdaMb / 2) : 2048;
+}
+
+function prewarmVar(env: Env): PrewarmMode {
+  const raw = text(env.LANCE_FANOUT_PREWARM)?.toLowerCase() ?? "background";
+  if (!(PREWARM_MODES as readonly string[]).includes(raw)) {
+    throw new TypeError(
+      `Environment variable LANCE_FANOUT_PREWARM must be one of ${PREWARM_MODES.join(", ")}, got "${raw}"`,
+    );
+  }
+  return raw as PrewarmMode;
 }
 
 function boolVar(env: Env, name: string, fallback: boolean): boolean {

@@ -33,6 +33,8 @@ export interface ManifestSegment {
   /** From `VectorIndexDetails.metric_type` for vector indices; null otherwise or when unknown. */
   readonly metric: IndexMetric | null;
   readonly indexVersion: number | null;
+  /** Sum of the segment's index file sizes (`IndexMetadata.files`); null when not recorded. */
+  readonly sizeBytes: number | null;
 }
 
 export interface Manifest {
@@ -92,6 +94,11 @@ message IndexMetadata {
   bytes fragment_bitmap = 5;
   Any index_details = 6;
   optional int32 index_version = 7;
+  repeated IndexFile files = 10;
+}
+message IndexFile {
+  string path = 1;
+  uint64 size_bytes = 2;
 }
 message UUID {
   bytes uuid = 1;
@@ -138,6 +145,7 @@ interface RawIndex {
   dataset_version: U64;
   fragment_bitmap: Uint8Array;
   index_details?: { type_url: string; value: Uint8Array } | null;
+  files?: { size_bytes: U64 }[];
   index_version?: number | null;
 }
 
@@ -232,6 +240,12 @@ function toSegment(raw: RawIndex): ManifestSegment {
     typeUrl: raw.index_details?.type_url ?? "",
     metric: metricOf(raw.index_details),
     indexVersion: has(raw, "index_version") ? (raw.index_version ?? null) : null,
+    sizeBytes: raw.files?.length
+      ? raw.files.reduce(
+          (sum, f) => sum + u64Number(f.size_bytes, `index ${raw.name} file size`),
+          0,
+        )
+      : null,
   };
 }
 

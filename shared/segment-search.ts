@@ -52,6 +52,8 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
     }
     throw err;
   });
+  // After the search, so a cold search does not compete with loading the view's index.
+  void runtime.views.prewarm(view);
   return {
     group: task.group,
     chunk: task.chunk,

@@ -21,13 +21,15 @@ export function connectDatabase(
   kind: "s3" | "local",
   s3: S3Config,
   readConsistencyInterval?: number,
+  session?: lancedb.Session,
 ): Promise<Connection> {
-  return lancedb.connect(dbUri, {
+  const options = {
     storageOptions: storageOptions({ kind }, s3),
     manifestEnabled: false,
     namespaceClientProperties: { manifest_enabled: "false", dir_listing_enabled: "true" },
     ...(readConsistencyInterval === undefined ? {} : { readConsistencyInterval }),
-  });
+  };
+  return lancedb.connect(dbUri, options, session);
 }
 
 export class TableCache {

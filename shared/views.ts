@@ -10,10 +10,12 @@
  * @module
  */
 import { createHash } from "node:crypto";
+import { Session } from "@lancedb/lancedb";
 import { LRUCache } from "lru-cache";
 import type { FanoutConfig } from "./config.js";
 import { type DatasetLocation, splitS3Uri } from "./dataset.js";
 import { FanoutError } from "./errors.js";
+import type { ManifestSegment } from "./manifest.js";
 import { readManifest } from "./manifest-store.js";
 import type { ObjectReader } from "./objects.js";
 import { type Connection, connectDatabase, isNotFound, type Table } from "./tables.js";
@@ -33,6 +35,10 @@ export interface OpenView {
   readonly table: Table;
   /** Index segments Lance sees in the view (must equal the group's). */
   readonly searchedSegments: number;
+  /** Name of the view's vector index. */
+  readonly indexName: string;
+  /** Size of the view's index files, or null when the manifest does not record it. */
+  readonly indexBytes: number | null;
 }
 
 /** Deterministic view name: the same group of the same version always maps to one view. */
@@ -75,15 +81,48 @@ export class ViewCache {
   readonly #objects: ObjectReader;
   readonly #connections = new Map<string, Promise<Connection>>();
   readonly #views: LRUCache<string, Promise<OpenView>>;
+  /** One lancedb cache for every view of this process, bounded by the configured size. */
+  readonly #session: Session;
   #hits = 0;
+  /** Index bytes of the views this process has prewarmed (started), by view name. */
+  readonly #warmed = new Map<string, number>();
+  #warmedBytes = 0;
 
   constructor(config: FanoutConfig, objects: ObjectReader) {
     this.#config = config;
     this.#objects = objects;
+    this.#session = new Session(BigInt(Math.floor(config.indexCacheBytes)));
     this.#views = new LRUCache({
       max: config.viewCacheSize,
-      dispose: (view) => void view.then((v) => v.table.close()).catch(() => {}),
+      dispose: (view, name) => {
+        this.#warmedBytes -= this.#warmed.get(name) ?? 0;
+        this.#warmed.delete(name);
+        void view.then((v) => v.table.close()).catch(() => {});
+      },
     });
+  }
+
+  /** Index bytes this process has prewarmed for its open views. */
+  get prewarmedBytes(): number {
+    return this.#warmedBytes;
+  }
+
+  /**
+   * Loads the view's whole index into lancedb's cache once (unless `prewarm` is off or it does
+   * not fit the budget), so later tasks on this view read no index data from storage. The
+   * segment-search calls it after its search: a cold search does not compete with the load.
+   */
+  prewarm(view: OpenView): Promise<void> {
+    const bytes = view.indexBytes;
+    const budget = this.#config.indexCacheBytes * 0.8;
+    if (this.#config.prewarm === "off" || bytes === null || this.#warmed.has(view.name)) {
+      return Promise.resolve();
+    }
+    if (this.#warmedBytes + bytes > budget) return Promise.resolve();
+    this.#warmed.set(view.name, bytes);
+    this.#warmedBytes += bytes;
+    // A failed prewarm only costs speed: searches read from storage as they would without it.
+    return view.table.prewarmIndex(view.indexName).catch(() => {});
   }
 
   /** Views served from this process's cache so far. */
@@ -110,15 +149,16 @@ export class ViewCache {
     const connection = await this.#connection(root, spec.dataset.kind);
     const uri = `${root}/${name}.lance`;
     let table = (await openIfExists(connection, name)) ?? (await clone(connection, name, spec));
+    let indexBytes: number | null;
     try {
-      await this.#restrict(table, uri, spec);
+      indexBytes = await this.#restrict(table, uri, spec);
     } catch (err) {
       if (!(err instanceof StaleView)) throw err;
       // Not what its name promises (damaged, or written by something else): build it anew.
       table.close();
       await connection.dropTable(name).catch(() => {});
       table = await clone(connection, name, spec);
-      await this.#restrict(table, uri, spec);
+      indexBytes = await this.#restrict(table, uri, spec);
     }
     const searchedSegments =
       (await table.listIndices()).find((i) => i.name === spec.indexName)?.numSegments ?? 0;
@@ -128,11 +168,16 @@ export class ViewCache {
         `view ${name} holds ${searchedSegments} index segments, expected ${spec.segments.length}`,
       );
     }
-    return { name, table, searchedSegments };
+    const view = { name, table, searchedSegments, indexName: spec.indexName, indexBytes };
+    if (this.#config.prewarm === "eager") await this.prewarm(view);
+    return view;
   }
 
-  /** Deletes the fragments outside the group (a no-op for a finished view), then verifies. */
-  async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<void> {
+  /**
+   * Deletes the fragments outside the group (a no-op for a finished view), then verifies.
+   * Answers the size of the group's index files, or null when the manifest does not record it.
+   */
+  async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<number | null> {
     const keep = new Set(spec.fragments);
     for (let attempt = 0; ; attempt++) {
       const manifest = await readManifest(this.#objects, uri, await table.version());
@@ -140,10 +185,10 @@ export class ViewCache {
       const missing = spec.fragments.filter((id) => !live.includes(id));
       if (missing.length > 0)
         throw new StaleView(`view ${uri} lacks fragments ${missing.join(", ")}`);
-      const effective = manifest.segments
-        .filter((s) => s.name === spec.indexName && s.fragmentIds?.some((id) => keep.has(id)))
-        .map((s) => s.uuid)
-        .sort();
+      const group = manifest.segments.filter(
+        (s) => s.name === spec.indexName && s.fragmentIds?.some((id) => keep.has(id)),
+      );
+      const effective = group.map((s) => s.uuid).sort();
       if (effective.join() !== spec.segments.join()) {
         throw new StaleView(`view ${uri} covers segments ${effective.join(", ")}`);
       }
@@ -153,7 +198,7 @@ export class ViewCache {
           .filter((s) => s.metric !== null && s.name !== spec.indexName)
           .map((s) => s.name),
       );
-      if (live.length === keep.size && others.size === 0) return;
+      if (live.length === keep.size && others.size === 0) return indexBytes(group);
       if (attempt > 0) await table.checkoutLatest();
       try {
         if (live.length > keep.size) await table.delete(dropPredicate(live, keep));
@@ -180,12 +225,21 @@ export class ViewCache {
   #connection(root: string, kind: "s3" | "local"): Promise<Connection> {
     let connection = this.#connections.get(root);
     if (!connection) {
-      connection = connectDatabase(root, kind, this.#config.s3);
+      connection = connectDatabase(root, kind, this.#config.s3, undefined, this.#session);
       connection.catch(() => this.#connections.delete(root));
       this.#connections.set(root, connection);
     }
     return connection;
   }
+}
+
+function indexBytes(segments: readonly ManifestSegment[]): number | null {
+  let sum = 0;
+  for (const s of segments) {
+    if (s.sizeBytes === null) return null;
+    sum += s.sizeBytes;
+  }
+  return sum;
 }
 
 /** A view whose contents do not match its name. */

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -256,6 +256,13 @@ function footer(manifestPos: number): number[] {
   return [...f];
 }
 
+/** Total size of the files under `dir`. */
+function directoryBytes(dir: string): number {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .reduce((sum, e) => sum + statSync(path.join(e.parentPath, e.name)).size, 0);
+}
+
 /** Appends protobuf bytes to the manifest message of a real file (last value wins for scalars). */
 function patchManifest(bytes: Uint8Array, extra: Uint8Array): Uint8Array {
   const { pos, len } = manifestBlock(bytes);
@@ -284,7 +291,9 @@ const writerRoot = protobuf.parse(
   message IndexMetadata {
     UUID uuid = 1; repeated int32 fields = 2; string name = 3; uint64 dataset_version = 4;
     bytes fragment_bitmap = 5; Any index_details = 6; optional int32 index_version = 7; optional uint64 created_at = 8;
+    repeated IndexFile files = 10;
   }
+  message IndexFile { string path = 1; uint64 size_bytes = 2; }
   message UUID { bytes uuid = 1; }
   message Any { string type_url = 1; bytes value = 2; }
   message VectorIndexDetails { int32 metric_type = 1; uint64 target_partition_size = 2; }`,
@@ -403,10 +412,20 @@ describe("parseManifest on synthetic files", () => {
         typeUrl: "/lance.index.pb.VectorIndexDetails",
         metric: "l2",
         indexVersion: 1,
+        sizeBytes: null,
       },
     ]);
     expect(m.hasFragmentReuseIndex).toBe(false);
     expect([...liveFragmentIds(m)]).toEqual([0, 2]);
+  });
+
+  it("sums the segment's index file sizes (field 10), beyond 2^32", () => {
+    const files = [
+      { path: "index.idx", size_bytes: 5_000_000_000 },
+      { path: "auxiliary.idx", size_bytes: 1234 },
+    ];
+    const m = parseManifest(frame(synthManifest(), [synthIndex({ files })]));
+    expect(m.segments[0]?.sizeBytes).toBe(5_000_001_234);
   });
 
   it("has no segments when index_section is absent, even though an index block precedes it", () => {
@@ -725,6 +744,8 @@ describe("parseManifest on datasets written by lancedb", () => {
       expect(s.datasetVersion).toBeGreaterThan(0);
       expect(s.datasetVersion).toBeLessThan(version);
       expect(s.fragmentIds?.length).toBeGreaterThan(0);
+      // What a view's prewarm budget counts: the bytes of the segment's directory.
+      expect(s.sizeBytes).toBe(directoryBytes(path.join(tableDir, "_indices", s.uuid)));
     }
     expect(new Set(segs.map((s) => s.uuid)).size).toBe(segs.length);
 

@@ -103,6 +103,36 @@ describe("a dataset on S3", () => {
     expect(answer.results).toHaveLength(5);
   });
 
+  test("a prewarmed view searches with its index files unreadable; an unwarmed one cannot", async () => {
+    const [q0 = [], q1 = []] = queries(2, 21);
+    const request = {
+      dataset: ds.uri,
+      query: q0,
+      k: 10,
+      nprobes: 64, // every partition: nothing a previous query loaded is enough by chance
+      strategy: "segments" as const,
+      timeoutMs: 20_000,
+    };
+    const warm = createRuntime({ ...runtime.config, prewarm: "eager" });
+    const unwarmed = createRuntime({ ...runtime.config, prewarm: "off" });
+    const expected = await vectorSearch(request, { runtime: warm });
+    await vectorSearch({ ...request, query: q1, nprobes: 1 }, { runtime: unwarmed });
+    expect(warm.views.prewarmedBytes).toBeGreaterThan(0);
+    expect(unwarmed.views.prewarmedBytes).toBe(0);
+    s3.injectFault({ keys: /^\/data\/db\/items\.lance\/_indices\//, status: 500 });
+    try {
+      const again = await vectorSearch(request, { runtime: warm });
+      expect(again.results).toEqual(expected.results);
+      const error = await vectorSearch(request, { runtime: unwarmed }).then(
+        () => undefined,
+        (err: unknown) => err as { status: number },
+      );
+      expect(error?.status).toBeGreaterThanOrEqual(500);
+    } finally {
+      s3.injectFault(undefined);
+    }
+  });
+
   test("a dataset outside the allow-list is refused before any read", async () => {
     await expect(
       vectorSearch(

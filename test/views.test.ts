@@ -69,6 +69,34 @@ describe("segment views", () => {
     expect((await view.table.stats()).fragmentStats.numFragments).toBe(rows);
   });
 
+  test("prewarm loads each view's index once, within the budget, and never when off", async () => {
+    const [a, b] = specs;
+    if (!a || !b) throw new Error("expected two segments");
+    const version = a.version;
+    const segments = (await readManifest((await testRuntime()).objects, ds.uri, version)).segments;
+    const bytesOf = (spec: ViewSpec) =>
+      segments
+        .filter((s) => spec.segments.includes(s.uuid))
+        .reduce((n, s) => n + (s.sizeBytes ?? 0), 0);
+    expect(bytesOf(a)).toBeGreaterThan(0);
+
+    const eager = await testRuntime({ LANCE_FANOUT_PREWARM: "eager" });
+    const view = await eager.views.open(a);
+    await eager.views.prewarm(view); // a second call is a no-op
+    await eager.views.open(b);
+    expect(eager.views.prewarmedBytes).toBe(bytesOf(a) + bytesOf(b));
+
+    // A budget (80% of the cache) that holds the first view but not both: the second is skipped.
+    const tight = createRuntime({ ...eager.config, indexCacheBytes: Math.ceil((bytesOf(a) + 1) / 0.8) });
+    await tight.views.open(a);
+    await tight.views.open(b);
+    expect(tight.views.prewarmedBytes).toBe(bytesOf(a));
+
+    const off = await testRuntime({ LANCE_FANOUT_PREWARM: "off" });
+    await off.views.prewarm(await off.views.open(a));
+    expect(off.views.prewarmedBytes).toBe(0);
+  });
+
   test("is created once and reused: by the cache in-process, from storage across processes", async () => {
     const runtime = await testRuntime();
     const spec = specs[1];

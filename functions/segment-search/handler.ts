@@ -24,6 +24,7 @@ export async function handler(event: unknown) {
       segments: task.segments.length,
       candidates: result.candidates.counts.reduce((sum, n) => sum + n, 0),
       viewCacheHits: defaultRuntime().views.hits,
+      prewarmedBytes: defaultRuntime().views.prewarmedBytes,
       ms: performance.now() - started,
     });
     return result;
