@@ -7,6 +7,7 @@
 import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { BENCH_DIR } from "./datasets.js";
 import { fitTasks, project, type TaskFit, type TaskPoint } from "./model.js";
 import { round } from "./stats.js";
@@ -543,5 +544,7 @@ export async function calibrate(resultsDir: string): Promise<void> {
     perQueryThousandRowsMs: round(Math.max(0, all128.perRowMs * 1000), 5),
     referenceDimension: 128,
   };
-  console.log(`shared/calibration.json: ${JSON.stringify(calibration, null, 2)}`);
+  const file = fileURLToPath(new URL("../shared/calibration.json", import.meta.url));
+  await writeFile(file, `${JSON.stringify(calibration, null, 2)}\n`);
+  console.log(`wrote ${file}: ${JSON.stringify(calibration, null, 2)}`);
 }

@@ -649,7 +649,12 @@ export function cli(argv: string[] = process.argv): Command {
     .option("--no-report", "do not regenerate bench/README.md")
     .option("--seed <n>", "mode interleaving seed", Number, 1)
     .addOption(new Option("--smoke", "tiny dataset, few queries, < 60 s; no report"))
-    .addOption(new Option("--calibrate", "print fitted task-cost constants from the results"))
+    .addOption(
+      new Option(
+        "--calibrate",
+        "fit task-cost constants from bench/results into shared/calibration.json",
+      ),
+    )
     .addOption(new Option("--report-only", "regenerate bench/README.md from bench/results"));
   program.parse(argv);
   return program;

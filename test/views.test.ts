@@ -87,7 +87,10 @@ describe("segment views", () => {
     expect(eager.views.prewarmedBytes).toBe(bytesOf(a) + bytesOf(b));
 
     // A budget (80% of the cache) that holds the first view but not both: the second is skipped.
-    const tight = createRuntime({ ...eager.config, indexCacheBytes: Math.ceil((bytesOf(a) + 1) / 0.8) });
+    const tight = createRuntime({
+      ...eager.config,
+      indexCacheBytes: Math.ceil((bytesOf(a) + 1) / 0.8),
+    });
     await tight.views.open(a);
     await tight.views.open(b);
     expect(tight.views.prewarmedBytes).toBe(bytesOf(a));
