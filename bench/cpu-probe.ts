@@ -22,9 +22,10 @@ const runtime = createRuntime(
     ...process.env,
     LANCE_FANOUT_VIEW_ROOT: join(CACHE_DIR, "views"),
     LANCE_FANOUT_MAX_TASKS: "1000",
+    LANCE_FANOUT_PREWARM: "eager",
   }),
 );
-const table = await openNative(info.dir, {}, info.version);
+const table = await openNative(info.dir, {}, info.version, true);
 const p = info.spec.search;
 type Run = (q: number[]) => Promise<unknown>;
 const widths = [...new Set([1, 2, 4, 8, info.segments])];

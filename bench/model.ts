@@ -71,7 +71,10 @@ export interface ProjectionInputs {
   readonly coldFixedMs: number;
   readonly coldPerMillionRowsMs: number;
   readonly s3LatencyMs: number;
-  /** Bytes per row a task holds (PQ codes + raw vectors it refines from), for memory sizing. */
+  /**
+   * Bytes per row a warm task holds: its prewarmed index (measured from the index files). The raw
+   * vectors it refines from stay in S3: one parallel round of GETs per query (`s3LatencyMs`).
+   */
   readonly bytesPerRow: number;
   /** Rows per index segment assumed for big datasets. */
   readonly rowsPerSegment: number;
@@ -98,12 +101,10 @@ export function project(inputs: ProjectionInputs, sizes: readonly number[]): Pro
       const taskSegments = segments / width;
       const task =
         inputs.fit.a + inputs.fit.perRowMs * taskRows + inputs.fit.perSegmentMs * taskSegments;
-      const warmMs = inputs.invokeOverheadMs + task;
+      const warmMs = inputs.invokeOverheadMs + task + inputs.s3LatencyMs;
       const coldMs = warmMs + inputs.coldFixedMs + (inputs.coldPerMillionRowsMs * taskRows) / 1e6;
-      const memory = Math.max(
-        1,
-        Math.ceil(((2 * taskRows * inputs.bytesPerRow) / 2 ** 30) * 2) / 2,
-      );
+      // 1 GB for the runtime and lancedb, plus twice the index (load and cache overheads).
+      const memory = Math.ceil((1 + (2 * taskRows * inputs.bytesPerRow) / 2 ** 30) * 2) / 2;
       const taskMemoryGB = Math.min(10, memory);
       const gbSecondsPerQuery = width * (task / 1000) * taskMemoryGB + (warmMs / 1000) * 1;
       out.push({

@@ -12,6 +12,8 @@ import { join } from "node:path";
 import { Command, Option } from "commander";
 import { keepOnLoopback } from "../local/loopback.js";
 import { loadConfig } from "../shared/config.js";
+import { readManifest } from "../shared/manifest-store.js";
+import { createObjectReader } from "../shared/objects.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import { plan, tasksOf } from "../shared/planner.js";
 import { parseSearchRequest, type SearchRequest } from "../shared/request.js";
@@ -104,7 +106,10 @@ export async function runBench(
     if (!spec)
       throw new Error(`unknown dataset ${name}; known: ${Object.keys(DATASETS).join(", ")}`);
     const info = await ensureDataset(spec, log);
-    await emit({ type: "dataset", dataset: name, info: { ...info, spec } });
+    const indexBytes = (
+      await readManifest(createObjectReader({ region: "us-east-1" }), info.uri, info.version)
+    ).segments.reduce((sum, s) => sum + (s.sizeBytes ?? 0), 0);
+    await emit({ type: "dataset", dataset: name, info: { ...info, spec, indexBytes } });
     const batchMax = Math.max(...options.batches);
     const queries = await loadQueries(info, Math.max(options.queries, batchMax));
     const truth = await groundTruth(info, queries, spec.search.k, log);

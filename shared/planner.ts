@@ -37,8 +37,12 @@ export async function plan(
 ): Promise<SearchPlan> {
   const location = runtime.resolveDataset(request.dataset);
   const version = request.version ?? (await runtime.tables.latestVersion(location));
-  const table = await runtime.tables.at(location, version);
-  const manifest = await runtime.manifests.read(location.uri, version);
+  // Side by side: on a cold start each is a few storage round trips. The table's errors come
+  // first, as they tell a missing dataset from a missing version.
+  const opening = runtime.tables.at(location, version);
+  const reading = runtime.manifests.read(location.uri, version);
+  const table = await opening;
+  const manifest = await reading;
   const coverage = request.coverage ?? "require";
   const index = chooseIndex(manifest, { ...request, allowMissing: coverage === "fallback" });
   if (index.unindexed.length > 0 && coverage === "require") throw incompleteCoverage(index);

@@ -115,7 +115,8 @@ export class ViewCache {
   prewarm(view: OpenView): Promise<void> {
     const bytes = view.indexBytes;
     const budget = this.#config.indexCacheBytes * 0.8;
-    if (this.#config.prewarm === "off" || bytes === null || this.#warmed.has(view.name)) {
+    // No bytes: a flat group's view (no index segment) or sizes the manifest does not record.
+    if (this.#config.prewarm === "off" || !bytes || this.#warmed.has(view.name)) {
       return Promise.resolve();
     }
     if (this.#warmedBytes + bytes > budget) return Promise.resolve();
