@@ -63,8 +63,8 @@ function newest(records: Rec[]): Rec[] {
   });
 }
 
-const fmt = (v: number | undefined, d = 2) =>
-  v === undefined || Number.isNaN(v) ? "–" : v.toFixed(d);
+const fmt = (v: number | null | undefined, d = 2) =>
+  v === undefined || v === null || Number.isNaN(v) ? "–" : v.toFixed(d);
 
 function label(m: { mode: string; width: number }): string {
   return m.mode === "segments" || m.mode === "queries" ? `${m.mode} G=${m.width}` : m.mode;
