@@ -35,8 +35,8 @@ export interface FanoutConfig {
   /** Open segment views kept per process. @default 64 */
   readonly viewCacheSize: number;
   /**
-   * Whether a process loads a view's whole index into memory when it first opens the view:
-   * `background` (the first search does not wait), `eager` (it waits), `off`. A task then reads
+   * Whether a process loads a view's whole index into memory once: `background` (after the
+   * view's first search, not awaited), `eager` (before its first search), `off`. A task then reads
    * only its group's segments from memory, which is the fan-out's point: each process holds a
    * slice of the index hot. @default "background"
    */

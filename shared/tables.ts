@@ -12,6 +12,13 @@ import { FanoutError } from "./errors.js";
 export type Table = lancedb.Table;
 export type Connection = lancedb.Connection;
 
+export interface ConnectOptions {
+  /** Seconds between checks for a newer version; 0 = every call. @default never */
+  readonly readConsistencyInterval?: number;
+  /** Caches shared by the connection's tables. @default a new lancedb session */
+  readonly session?: lancedb.Session;
+}
+
 /**
  * Connects to a lancedb database directory without the namespace catalogue: lancedb 0.31 would
  * otherwise create `__manifest/` next to the dataset, a write into a prefix we only read.
@@ -20,8 +27,7 @@ export function connectDatabase(
   dbUri: string,
   kind: "s3" | "local",
   s3: S3Config,
-  readConsistencyInterval?: number,
-  session?: lancedb.Session,
+  { readConsistencyInterval, session }: ConnectOptions = {},
 ): Promise<Connection> {
   const options = {
     storageOptions: storageOptions({ kind }, s3),
@@ -113,7 +119,9 @@ export class TableCache {
     let connection = this.#connections.get(location.dbUri);
     if (!connection) {
       // Strong consistency: every open sees the newest committed version.
-      connection = connectDatabase(location.dbUri, location.kind, this.#s3, 0);
+      connection = connectDatabase(location.dbUri, location.kind, this.#s3, {
+        readConsistencyInterval: 0,
+      });
       connection.catch(() => this.#connections.delete(location.dbUri));
       this.#connections.set(location.dbUri, connection);
     }

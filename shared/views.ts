@@ -112,18 +112,15 @@ export class ViewCache {
    * not fit the budget), so later tasks on this view read no index data from storage. The
    * segment-search calls it after its search: a cold search does not compete with the load.
    */
-  prewarm(view: OpenView): Promise<void> {
+  async prewarm(view: OpenView): Promise<void> {
     const bytes = view.indexBytes;
-    const budget = this.#config.indexCacheBytes * 0.8;
     // No bytes: a flat group's view (no index segment) or sizes the manifest does not record.
-    if (this.#config.prewarm === "off" || !bytes || this.#warmed.has(view.name)) {
-      return Promise.resolve();
-    }
-    if (this.#warmedBytes + bytes > budget) return Promise.resolve();
+    if (this.#config.prewarm === "off" || !bytes || this.#warmed.has(view.name)) return;
+    if (this.#warmedBytes + bytes > this.#config.indexCacheBytes * 0.8) return;
     this.#warmed.set(view.name, bytes);
     this.#warmedBytes += bytes;
     // A failed prewarm only costs speed: searches read from storage as they would without it.
-    return view.table.prewarmIndex(view.indexName).catch(() => {});
+    await view.table.prewarmIndex(view.indexName).catch(() => {});
   }
 
   /** Views served from this process's cache so far. */
@@ -226,7 +223,7 @@ export class ViewCache {
   #connection(root: string, kind: "s3" | "local"): Promise<Connection> {
     let connection = this.#connections.get(root);
     if (!connection) {
-      connection = connectDatabase(root, kind, this.#config.s3, undefined, this.#session);
+      connection = connectDatabase(root, kind, this.#config.s3, { session: this.#session });
       connection.catch(() => this.#connections.delete(root));
       this.#connections.set(root, connection);
     }
