@@ -64,6 +64,8 @@ export interface Phases {
 export interface Target {
   readonly path: "in-process" | "stack";
   search(mode: Mode, queries: readonly number[][]): Promise<Answer>;
+  /** Brings a mode to its steady state before it is timed (every worker holds its views). */
+  warmUp?(mode: Mode, queries: readonly number[][]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -256,7 +258,7 @@ export async function inProcessTarget(info: DatasetInfo, runtime: Runtime): Prom
 export async function stackTarget(
   info: DatasetInfo,
   s3Uri: string,
-  stack: Pick<BenchStack, "lambdaEndpoint" | "storageOptions" | "prewarm">,
+  stack: Pick<BenchStack, "lambdaEndpoint" | "storageOptions" | "prewarm" | "warmEveryWorker">,
 ): Promise<Target> {
   const { lambdaEndpoint } = stack;
   const dbUri = s3Uri.slice(0, s3Uri.lastIndexOf("/"));
@@ -295,6 +297,16 @@ export async function stackTarget(
       if (!request) throw new Error(`mode ${mode.name} is not available in this product version`);
       const out = await productSearch(request, mode, queries, send);
       return { ids: out.ids, tasks: out.tasks };
+    },
+    async warmUp(mode, queries) {
+      const request = productRequest(info, s3Uri, params, mode);
+      // Prewarming workers hold the whole index of a view, whatever query opened it; workers that
+      // do not prewarm stay warm by use (what earlier queries touched), as native does.
+      if (!request || stack.prewarm === "off") return;
+      await stack.warmEveryWorker({
+        ...request,
+        query: queries.length === 1 ? queries[0] : queries,
+      });
     },
     async close() {
       table?.close();

@@ -342,9 +342,10 @@ export async function writeReport(
     "per-connection cap. **Cold** = every worker replaced by a fresh process (started, modules",
     "loaded, caches empty; Lambda's init phase excluded) and native in a fresh process; views",
     "already exist (created once per dataset version, timed apart as the first call); nothing is",
-    "prewarmed. **Warm** (`in-process`, `stack`) = native's index prewarmed (`prewarmIndex`) and",
-    "the product's views prewarmed on first use (`LANCE_FANOUT_PREWARM=eager`); the warm runs",
-    "after the cold ones on `stack+s3-20ms` are warm by use only, native and product alike.",
+    "prewarmed. **Warm** (every path) = native's index prewarmed (`prewarmIndex`) and the",
+    "product's views prewarmed on first use (`LANCE_FANOUT_PREWARM=eager`); through the stack,",
+    "before a mode is timed, each task of its plan is sent to every segment-search worker at once",
+    "(one invocation per worker, so each worker gets one copy): every worker holds every view.",
     "",
   ];
   for (const run of runs) {

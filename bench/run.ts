@@ -244,6 +244,9 @@ async function measureWorkloads(
         ms: round(ms),
       });
     }
+    if (target.warmUp) {
+      for (const mode of modes) await target.warmUp(mode, sampleQueries(ctx.queries, batch, 0));
+    }
     for (let s = 0; s < options.warmup + samples; s++) {
       const queries = sampleQueries(ctx.queries, batch, s);
       for (const mode of shuffled(modes, next)) {
@@ -461,7 +464,7 @@ async function emitResources(
 /**
  * Cold runs through the stack with the injected S3 latency and bandwidth: each sample replaces
  * every worker by a fresh process (empty caches; process start excluded) before one query, and
- * native runs in a fresh process. Then the same modes warm, with the latency still injected.
+ * native runs in a fresh process. Then the same modes warm (prewarmed), the latency still injected.
  */
 async function coldPhase(
   ctx: DatasetContext,
@@ -473,7 +476,6 @@ async function coldPhase(
     latencyMs: options.latencyMs,
     bandwidthMBps: options.bandwidthMBps,
     // Cold means one first query; a prewarm after it would only load S3 during the next mode.
-    // The warm runs that follow here are warm by use, native and product alike.
     prewarm: "off",
   });
   const label = `stack+s3-${options.latencyMs}ms`;
@@ -540,7 +542,10 @@ async function coldPhase(
       workers: options.workers,
     });
     await emitResources(ctx, label, stack, childResources);
-    // Warm with the latency still there: caches now hold what the cold runs read.
+    // Warm with the latency still there, in the same steady state as the warm phase: fresh
+    // workers that prewarm, every view on every worker, native's index prewarmed. (Warm by use
+    // only, each mode's p50 measured which index partitions earlier queries had happened to load.)
+    await stack.freshWorkers("eager");
     const target = await stackTarget(info, uri, stack);
     const warmOptions = {
       ...options,

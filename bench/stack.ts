@@ -10,12 +10,16 @@ import { readdir, readFile } from "node:fs/promises";
 import { join, relative } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
+import { lambdaInvoker, lambdaProfile } from "../functions/common/lambda-invoker.js";
 import { bundleFunctions, type FunctionBundles } from "../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
 import { freePort } from "../local/net.js";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { FUNCTIONS, localEnv } from "../local/stack.js";
-import type { PrewarmMode } from "../shared/config.js";
+import { loadConfig, type PrewarmMode } from "../shared/config.js";
+import type { SearchRequest } from "../shared/request.js";
+import { createRuntime, type Runtime } from "../shared/runtime.js";
+import { vectorSearch } from "../shared/search.js";
 import type { DatasetInfo } from "./datasets.js";
 import { type ProcessResources, procResources } from "./env.js";
 import { type S3Proxy, type S3ProxyOptions, startS3Proxy } from "./s3-proxy.js";
@@ -42,13 +46,22 @@ export interface BenchStack {
   readonly s3: LocalS3;
   readonly proxy: S3Proxy;
   readonly lambdaEndpoint: string;
+  /** LANCE_FANOUT_PREWARM of the current workers. */
   readonly prewarm: PrewarmMode;
   /** Environment of the functions; also what this process needs to reach S3 through the proxy. */
   readonly env: Readonly<Record<string, string>>;
   /** lancedb storage options through the proxy. */
   storageOptions(): Record<string, string>;
-  /** Replaces every worker by a fresh process (empty caches) and starts them (init excluded). */
-  freshWorkers(): Promise<void>;
+  /**
+   * Replaces every worker by a fresh process (empty caches) and starts them (init excluded);
+   * `prewarm` changes LANCE_FANOUT_PREWARM for the new workers.
+   */
+  freshWorkers(prewarm?: PrewarmMode): Promise<void>;
+  /**
+   * Runs `request` once with each of its tasks sent to every segment-search worker: afterwards
+   * every worker holds every view of that plan (prewarmed when the workers prewarm eagerly).
+   */
+  warmEveryWorker(request: Record<string, unknown>): Promise<void>;
   resources(): ProcessResources[];
   stop(): Promise<void>;
 }
@@ -67,7 +80,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   });
   const lambdaPort = await freePort();
   const lambdaEndpoint = `http://127.0.0.1:${lambdaPort}`;
-  const env = {
+  let env: Record<string, string> = {
     ...localEnv(proxy.endpoint, lambdaEndpoint, BUCKET),
     LANCE_FANOUT_MAX_TASKS: "1000",
     LANCE_FANOUT_LOG: "off",
@@ -75,6 +88,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     LANCE_FANOUT_PREWARM: options.prewarm,
     ...options.workerEnv,
   };
+  // Plans as the planner function does, for warmEveryWorker; it only reads the manifest.
+  const planner = createRuntime(loadConfig(env));
   const bundles = await bundleFunctions();
   let lambda = await launch(bundles, lambdaPort, env, options.workers);
   let retired: ProcessResources[] = [];
@@ -86,8 +101,12 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     s3,
     proxy,
     lambdaEndpoint,
-    prewarm: options.prewarm,
-    env,
+    get prewarm() {
+      return env.LANCE_FANOUT_PREWARM as PrewarmMode;
+    },
+    get env() {
+      return env;
+    },
     storageOptions: () => ({
       aws_endpoint: proxy.endpoint,
       allow_http: "true",
@@ -95,12 +114,14 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       aws_secret_access_key: s3.credentials.secretAccessKey,
       aws_region: "us-east-1",
     }),
-    async freshWorkers() {
+    async freshWorkers(prewarm) {
       retired = [...retired, ...resources()];
       await lambda.stop();
+      if (prewarm) env = { ...env, LANCE_FANOUT_PREWARM: prewarm };
       lambda = await launch(bundles, lambdaPort, env, options.workers);
       await prewarmProcesses(lambdaEndpoint, options.workers);
     },
+    warmEveryWorker: (request) => warmEveryWorker(planner, env, options.workers, request),
     resources: () => [...retired, ...resources()],
     async stop() {
       await lambda.stop();
@@ -156,6 +177,49 @@ export async function prewarmProcesses(endpoint: string, workers: number): Promi
   ]);
   client.destroy();
   return performance.now() - started;
+}
+
+/**
+ * Steady state by construction, not by sampling. The plan is made here, as the planner function
+ * makes it (same environment, same execution profile), and its tasks run one at a time, each
+ * sent to the segment-search function `workers` times at once. A pool that gives a worker one
+ * invocation at a time must then hand each copy to a different worker, so every worker opens
+ * (and, prewarming eagerly, loads) every view of the plan. With the pool idle nothing is throttled.
+ */
+async function warmEveryWorker(
+  runtime: Runtime,
+  env: Readonly<Record<string, string>>,
+  workers: number,
+  request: Record<string, unknown>,
+): Promise<void> {
+  const client = new LambdaClient({
+    endpoint: env.AWS_ENDPOINT_URL_LAMBDA,
+    maxAttempts: 1,
+    region: "us-east-1",
+    credentials: LOOPBACK_CREDENTIALS,
+  });
+  const lambda = lambdaInvoker({
+    segmentSearchFunction: FUNCTIONS.segmentSearch,
+    mergeFunction: FUNCTIONS.merge,
+    client,
+    profile: lambdaProfile(env),
+  });
+  let previous: Promise<unknown> = Promise.resolve();
+  const everyWorker = (task: Parameters<typeof lambda.searchSegments>[0]) => {
+    const copies = previous.then(() =>
+      Promise.all(Array.from({ length: workers }, () => lambda.searchSegments(task))),
+    );
+    previous = copies.catch(() => undefined);
+    return copies.then(([first]) => first as NonNullable<typeof first>);
+  };
+  try {
+    await vectorSearch(request as SearchRequest, {
+      runtime,
+      invoker: { ...lambda, searchSegments: everyWorker },
+    });
+  } finally {
+    client.destroy();
+  }
 }
 
 /**

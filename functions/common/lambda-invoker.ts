@@ -26,7 +26,7 @@ export interface LambdaInvokerOptions {
  * On Lambda every task gets its own execution environment, so tasks run truly in parallel up to
  * the account's concurrency; a warm invoke costs roughly 10-30 ms.
  */
-function lambdaProfile(env = process.env): ExecutionProfile {
+export function lambdaProfile(env: NodeJS.ProcessEnv = process.env): ExecutionProfile {
   return {
     parallelism: Number(env.LANCE_FANOUT_PARALLELISM) || 256,
     invokeMs: Number(env.LANCE_FANOUT_INVOKE_MS) || 15,
