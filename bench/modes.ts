@@ -299,10 +299,11 @@ export async function stackTarget(
       return { ids: out.ids, tasks: out.tasks };
     },
     async warmUp(mode, queries) {
-      const request = productRequest(info, s3Uri, params, mode);
       // Prewarming workers hold the whole index of a view, whatever query opened it; workers that
       // do not prewarm stay warm by use (what earlier queries touched), as native does.
-      if (!request || stack.prewarm === "off") return;
+      if (mode.name === "native" || stack.prewarm === "off") return;
+      const request = productRequest(info, s3Uri, params, mode);
+      if (!request) return;
       await stack.warmEveryWorker({
         ...request,
         query: queries.length === 1 ? queries[0] : queries,
