@@ -86,10 +86,14 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     LANCE_FANOUT_LOG: "off",
     LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
     LANCE_FANOUT_PREWARM: options.prewarm,
+    // A batch of 100 through the stack is tens of thousands of reads, which the single-threaded
+    // local S3 serves one at a time: give it up to the workers' own timeout (launch below).
+    LANCE_FANOUT_TIMEOUT_MS: "110000",
     ...options.workerEnv,
   };
-  // Plans as the planner function does, for warmEveryWorker; it only reads the manifest.
-  const planner = createRuntime(loadConfig(env));
+  // Plans as the planner function does, for warmEveryWorker; it only reads the manifest. Its
+  // tasks run one at a time, each loading a view's index in every worker: no query deadline.
+  const planner = createRuntime(loadConfig({ ...env, LANCE_FANOUT_TIMEOUT_MS: "3600000" }));
   const bundles = await bundleFunctions();
   let lambda = await launch(bundles, lambdaPort, env, options.workers);
   let retired: ProcessResources[] = [];

@@ -1,7 +1,8 @@
 /**
  * The benchmark's smoke run: a tiny multi-segment dataset, every mode in-process, records with
  * raw durations and recall; and the recall gate: a threshold no mode can reach writes no
- * performance record, only records that say why.
+ * performance record, only records that say why. And the stack's warm-up: after it, every worker
+ * answers every task of the plan from its prewarmed views.
  */
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -9,7 +10,10 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 
 type Run = typeof import("../bench/run.js");
+type Datasets = typeof import("../bench/datasets.js");
+type DatasetSpec = import("../bench/datasets.js").DatasetSpec;
 let bench: Run;
+let datasets: Datasets;
 let cache: string;
 
 beforeAll(async () => {
@@ -17,6 +21,7 @@ beforeAll(async () => {
   cache = await mkdtemp(join(tmpdir(), "bench-cache-"));
   process.env.BENCH_CACHE_DIR = cache;
   bench = await import("../bench/run.js");
+  datasets = await import("../bench/datasets.js");
 });
 
 function options(out: string, extra: Partial<import("../bench/run.js").BenchOptions> = {}) {
@@ -98,6 +103,40 @@ describe("bench smoke run", () => {
       expect(r.reason).toMatch(/below the threshold 1\.01/);
       expect(r).not.toHaveProperty("durationsMs");
       expect(r).not.toHaveProperty("p50");
+    }
+  });
+
+  it("warms every view of a plan in every stack worker before a mode is timed", async () => {
+    const { startBenchStack, uploadDataset } = await import("../bench/stack.js");
+    const { stackTarget } = await import("../bench/modes.js");
+    const info = await datasets.ensureDataset(datasets.DATASETS.smoke as DatasetSpec);
+    const queries = await datasets.loadQueries(info, 8);
+    let indexReads = 0;
+    const stack = await startBenchStack({
+      dataDir: await mkdtemp(join(tmpdir(), "bench-s3-")),
+      latencyMs: 0,
+      bandwidthMBps: 0,
+      workers: 2,
+      workerEnv: {},
+      prewarm: "eager",
+      onRequest: (_method, url) => {
+        if (url.includes("/_indices/")) indexReads++;
+      },
+    });
+    try {
+      const target = await stackTarget(info, await uploadDataset(stack, info), stack);
+      const mode = { name: "segments", width: 2 } as const;
+      await target.warmUp?.(mode, queries.slice(0, 1));
+      expect(indexReads).toBeGreaterThan(0);
+      indexReads = 0;
+      // Two searches at once: four tasks on two workers, each worker meets both groups.
+      for (let i = 1; i < queries.length; i += 2) {
+        await Promise.all(queries.slice(i, i + 2).map((q) => target.search(mode, [q])));
+      }
+      expect(indexReads).toBe(0);
+      await target.close();
+    } finally {
+      await stack.stop();
     }
   });
 });
