@@ -42,18 +42,20 @@ export async function loadRecords(dir: string): Promise<Rec[]> {
   return out;
 }
 
-/** For each (dataset, path), the records of the newest run that measured it. */
+/** For each (dataset, path, batch), the records of the newest run that measured it. */
 function newest(records: Rec[]): Rec[] {
+  const cell = (r: Rec) =>
+    `${r.dataset}|${r.type === "task-profile" ? "tp" : `${r.path}|${r.batch}`}`;
   const latest = new Map<string, string>();
   for (const r of records) {
     if (r.type !== "measurement" && r.type !== "rejected" && r.type !== "task-profile") continue;
-    const key = `${r.dataset}|${r.type === "task-profile" ? "tp" : r.path}`;
+    const key = cell(r);
     const prev = latest.get(key);
     if (!prev || r.runId > prev) latest.set(key, r.runId);
   }
   return records.filter((r) => {
     if (r.type === "run" || r.type === "end") return [...latest.values()].includes(r.runId);
-    const key = `${r.dataset}|${r.type === "task-profile" ? "tp" : r.path}`;
+    const key = cell(r);
     return (
       latest.get(key) === r.runId ||
       (r.type === "dataset" || r.type === "resources" || r.type === "first-call"
@@ -327,7 +329,7 @@ export async function writeReport(
     "gets no performance record.",
     "",
     "```sh",
-    "npm run bench                                   # all datasets, both paths, cold phase",
+    "npm run bench                                   # all datasets, every path (in-process, stack, cold)",
     "npm run bench -- --dataset synth-many --paths in-process --batch 1 --widths 1,2,4,8,16,67",
     "npm run bench -- --smoke                        # < 60 s, also run by npm test",
     "npm run bench -- --calibrate                    # fit shared/calibration.json from the results",

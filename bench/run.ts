@@ -55,7 +55,7 @@ export interface BenchOptions {
   widths?: number[];
   queryWidths: number[];
   batches: number[];
-  paths: ("in-process" | "stack")[];
+  paths: BenchPath[];
   queries: number;
   warmup: number;
   batchRepeats: number;
@@ -77,6 +77,10 @@ export interface BenchOptions {
 }
 
 /** One JSON line in bench/results. */
+/** `cold`: the stack behind injected S3 latency, cold then warm (`--cold` samples). */
+export const BENCH_PATHS = ["in-process", "stack", "cold"] as const;
+export type BenchPath = (typeof BENCH_PATHS)[number];
+
 export type BenchRecord = Record<string, unknown> & { type: string; runId: string };
 
 export async function runBench(
@@ -129,7 +133,7 @@ export async function runBench(
         processes: [selfResources("harness")],
       });
     }
-    if (options.paths.includes("stack")) {
+    if (options.paths.includes("stack") || options.paths.includes("cold")) {
       await stackPhases(ctx);
     }
   }
@@ -410,7 +414,7 @@ async function stackPhases(ctx: DatasetContext): Promise<void> {
   );
   const stackOptions = { dataDir, workers: options.workers, workerEnv: threads };
   // Warm, no injected latency: the overhead of the real invoke path.
-  {
+  if (options.paths.includes("stack")) {
     const stack = await startBenchStack({
       ...stackOptions,
       latencyMs: 0,
@@ -443,7 +447,7 @@ async function stackPhases(ctx: DatasetContext): Promise<void> {
       await stack.stop();
     }
   }
-  if (options.cold > 0) await coldPhase(ctx, stackOptions);
+  if (options.paths.includes("cold") && options.cold > 0) await coldPhase(ctx, stackOptions);
 }
 
 async function emitResources(
@@ -630,7 +634,12 @@ export function cli(argv: string[] = process.argv): Command {
     )
     .option("--query-widths <C>", "query fan-out chunk counts", numbers, [2, 4, 8])
     .option("--batch <sizes>", "batch sizes (queries per request)", numbers, [1, 100])
-    .option("--paths <paths>", "in-process,stack", list, ["in-process", "stack"])
+    .option(
+      "--paths <paths>",
+      "in-process,stack,cold (cold: the stack with injected S3 latency)",
+      list,
+      [...BENCH_PATHS],
+    )
     .option("--queries <n>", "single-query samples per mode", Number, 100)
     .option("--warmup <n>", "warm-up samples per mode (excluded from warm stats)", Number, 5)
     .option("--batch-repeats <n>", "samples per mode for batches", Number, 10)
@@ -735,6 +744,10 @@ async function main(): Promise<void> {
   for (const m of options.modes) {
     if (!ALL_MODES.includes(m))
       throw new Error(`unknown mode ${m}; known: ${ALL_MODES.join(", ")}`);
+  }
+  for (const p of options.paths) {
+    if (!BENCH_PATHS.includes(p))
+      throw new Error(`unknown path ${p}; known: ${BENCH_PATHS.join(", ")}`);
   }
   if (options.modes.includes("auto") && !PRODUCT_HAS_STRATEGY) {
     console.log(
