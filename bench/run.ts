@@ -76,11 +76,11 @@ export interface BenchOptions {
   log: (line: string) => void;
 }
 
-/** One JSON line in bench/results. */
 /** `cold`: the stack behind injected S3 latency, cold then warm (`--cold` samples). */
 export const BENCH_PATHS = ["in-process", "stack", "cold"] as const;
 export type BenchPath = (typeof BENCH_PATHS)[number];
 
+/** One JSON line in bench/results. */
 export type BenchRecord = Record<string, unknown> & { type: string; runId: string };
 
 export async function runBench(
