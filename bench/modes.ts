@@ -8,7 +8,7 @@
  * per chunk, concurrently. `BENCH_STRATEGY=off` forces the emulation (the one-line switch).
  * @module
  */
-import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { InvokeCommand } from "@aws-sdk/client-lambda";
 import * as lancedb from "@lancedb/lancedb";
 import { FUNCTIONS } from "../local/stack.js";
 import { decodeCandidates } from "../shared/codec.js";
@@ -20,7 +20,7 @@ import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import type { DatasetInfo, SearchParams } from "./datasets.js";
 import { TABLE } from "./datasets.js";
-import { type BenchStack, LOOPBACK_CREDENTIALS } from "./stack.js";
+import { type BenchStack, loopbackLambdaClient } from "./stack.js";
 
 /** Whether the product takes `strategy` ("auto" | "single" | "segments" | "queries" | "hybrid"). */
 export const PRODUCT_HAS_STRATEGY =
@@ -264,12 +264,7 @@ export async function stackTarget(
   const dbUri = s3Uri.slice(0, s3Uri.lastIndexOf("/"));
   let table: lancedb.Table | undefined;
   const params = info.spec.search;
-  const client = new LambdaClient({
-    endpoint: lambdaEndpoint,
-    maxAttempts: 1,
-    region: "us-east-1",
-    credentials: LOOPBACK_CREDENTIALS,
-  });
+  const client = loopbackLambdaClient(lambdaEndpoint);
   const send = async (request: Record<string, unknown>): Promise<SearchResponse> => {
     const out = await client.send(
       new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(request) }),

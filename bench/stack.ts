@@ -26,7 +26,17 @@ import { type S3Proxy, type S3ProxyOptions, startS3Proxy } from "./s3-proxy.js";
 
 export const BUCKET = "lance-fanout";
 /** The local stack's dummy credentials (s3rver's account); nothing here talks to AWS. */
-export const LOOPBACK_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
+const LOOPBACK_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
+
+/** A Lambda client of the local endpoint; no SDK retries (the product's invoker has its own). */
+export function loopbackLambdaClient(endpoint: string | undefined): LambdaClient {
+  return new LambdaClient({
+    endpoint,
+    maxAttempts: 1,
+    region: "us-east-1",
+    credentials: LOOPBACK_CREDENTIALS,
+  });
+}
 
 export interface BenchStackOptions {
   readonly dataDir: string;
@@ -165,12 +175,7 @@ function launch(
  * empty caches, not process creation (Lambda's init phase, reported apart).
  */
 export async function prewarmProcesses(endpoint: string, workers: number): Promise<number> {
-  const client = new LambdaClient({
-    endpoint,
-    maxAttempts: 1,
-    region: "us-east-1",
-    credentials: LOOPBACK_CREDENTIALS,
-  });
+  const client = loopbackLambdaClient(endpoint);
   const started = performance.now();
   const poke = (name: string) =>
     client.send(new InvokeCommand({ FunctionName: name, Payload: "{}" })).catch(() => undefined);
@@ -196,12 +201,7 @@ async function warmEveryWorker(
   workers: number,
   request: Record<string, unknown>,
 ): Promise<void> {
-  const client = new LambdaClient({
-    endpoint: env.AWS_ENDPOINT_URL_LAMBDA,
-    maxAttempts: 1,
-    region: "us-east-1",
-    credentials: LOOPBACK_CREDENTIALS,
-  });
+  const client = loopbackLambdaClient(env.AWS_ENDPOINT_URL_LAMBDA);
   const lambda = lambdaInvoker({
     segmentSearchFunction: FUNCTIONS.segmentSearch,
     mergeFunction: FUNCTIONS.merge,
@@ -231,12 +231,7 @@ async function warmEveryWorker(
  * segment-search function rejects at validation (HTTP, worker IPC, JSON, zod; no Lance work).
  */
 export async function invokeProbe(endpoint: string, samples: number): Promise<number[]> {
-  const client = new LambdaClient({
-    endpoint,
-    maxAttempts: 1,
-    region: "us-east-1",
-    credentials: LOOPBACK_CREDENTIALS,
-  });
+  const client = loopbackLambdaClient(endpoint);
   const out: number[] = [];
   for (let i = 0; i < samples; i++) {
     const t0 = performance.now();
