@@ -28,6 +28,9 @@ export const BUCKET = "lance-fanout";
 /** The local stack's dummy credentials (s3rver's account); nothing here talks to AWS. */
 const LOOPBACK_CREDENTIALS = { accessKeyId: "S3RVER", secretAccessKey: "S3RVER" };
 
+/** Every function's timeout in the bench stack (a planner waits for tasks that wait for S3). */
+const WORKER_TIMEOUT_MS = 120_000;
+
 /** A Lambda client of the local endpoint; no SDK retries (the product's invoker has its own). */
 export function loopbackLambdaClient(endpoint: string | undefined): LambdaClient {
   return new LambdaClient({
@@ -97,8 +100,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
     LANCE_FANOUT_PREWARM: options.prewarm,
     // A batch of 100 through the stack is tens of thousands of reads, which the single-threaded
-    // local S3 serves one at a time: give it up to the workers' own timeout (launch below).
-    LANCE_FANOUT_TIMEOUT_MS: "110000",
+    // local S3 serves one at a time: give it up to the workers' own timeout, less a margin.
+    LANCE_FANOUT_TIMEOUT_MS: String(WORKER_TIMEOUT_MS - 10_000),
     ...options.workerEnv,
   };
   // Plans as the planner function does, for warmEveryWorker; it only reads the manifest. Its
@@ -155,7 +158,7 @@ function launch(
     name,
     module,
     concurrency,
-    timeoutMs: 120_000,
+    timeoutMs: WORKER_TIMEOUT_MS,
   });
   return startLocalLambda({
     port,
