@@ -80,6 +80,7 @@ export async function plan(
       Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks) - flat.length,
     ),
     strategy: request.strategy ?? "auto",
+    selectsColumns: (request.select?.length ?? 0) > 0,
     profile,
   });
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);

@@ -5,7 +5,7 @@
 import { randomUUID } from "node:crypto";
 import { decodeCandidates, type EncodedCandidates, encodeCandidates } from "./codec.js";
 import { FanoutError, toFanoutError } from "./errors.js";
-import { type Invoker, inProcessInvoker } from "./invoker.js";
+import { type Invoker, inProcessInvoker, runMerge } from "./invoker.js";
 import { plan, type SearchPlan, tasksOf } from "./planner.js";
 import { parseSearchRequest, type SearchRequest, type ValidSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
@@ -119,7 +119,9 @@ async function execute(
   const settled = await Promise.allSettled(tasks.map((t) => invoker.searchSegments(t)));
   const candidates = collect(settled, tasks);
   const merges = mergeInputs(searchPlan, request, requestId, candidates, invoker);
-  const outputs = await Promise.all(merges.map((input) => invoker.merge(input)));
+  const outputs = await Promise.all(
+    merges.map((input) => (mergesHere(input) ? runMerge(input, runtime) : invoker.merge(input))),
+  );
   const searched = new Map(candidates.filter((c) => c.chunk === 0).map((c) => [c.group, c]));
   return {
     ...described,
@@ -170,6 +172,15 @@ function mergeInputs(
       ),
     }));
   });
+}
+
+/**
+ * A merge of one task's candidates that fetches no columns is a slice of one list: it runs here,
+ * sparing the query one of its three sequential function invokes. Every other merge (several
+ * lists, or `select` columns to read from the dataset) runs in the merge function.
+ */
+function mergesHere(input: MergeInput): boolean {
+  return input.candidates.length === 1 && !input.select?.length;
 }
 
 /** All tasks' candidates, or one error naming every failed group (never a partial answer). */

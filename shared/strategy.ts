@@ -45,6 +45,8 @@ export interface SplitInput {
   readonly limit: number;
   readonly maxTasks: number;
   readonly strategy: Strategy;
+  /** The request has `select` columns: every merge then runs in the merge function. */
+  readonly selectsColumns: boolean;
   readonly profile: ExecutionProfile;
   readonly model?: CostModel;
 }
@@ -107,7 +109,10 @@ export function splitWork(input: SplitInput): Split {
 /** Planner-side cost of dispatching one task and handling its answer, in ms. */
 const DISPATCH_MS = 0.2;
 
-/** Latency: invokes, then waves of parallel tasks, each wave as slow as its slowest task. */
+/**
+ * Latency: the task invoke, waves of parallel tasks (each as slow as its slowest task), then the
+ * merge invoke, which one group without `select` columns does not pay (the planner merges it).
+ */
 function estimate(
   groups: readonly Group[],
   chunks: readonly (readonly [number, number])[],
@@ -128,7 +133,8 @@ function estimate(
   );
   const tasks = groups.length * chunks.length;
   const waves = Math.ceil(tasks / Math.max(1, input.profile.parallelism));
-  return input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask;
+  const invokes = groups.length > 1 || input.selectsColumns ? 2 : 1;
+  return invokes * input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask;
 }
 
 /** `count` contiguous ranges covering `[0, total)`, as equal as possible. */

@@ -85,6 +85,22 @@ describe("the local stack", () => {
     for (const g of http.json.plan.groups) expect(g.searchedSegments).toBe(g.segments.length);
   });
 
+  test("a one-task search without select pays two invokes: the planner merges it", async () => {
+    const invocations = (fn: string) => stack.lambda.stats()[fn]?.invocations ?? 0;
+    const before = [FUNCTIONS.segmentSearch, FUNCTIONS.merge].map(invocations);
+    const { select: _, ...columnless } = request();
+    const http = await httpSearch({ ...columnless, strategy: "single" });
+    expect(http.status).toBe(200);
+    expect(http.json.plan.tasks).toBe(1);
+    expect([FUNCTIONS.segmentSearch, FUNCTIONS.merge].map(invocations)).toEqual([
+      (before[0] ?? 0) + 1,
+      before[1],
+    ]);
+    const fanned = await httpSearch({ ...columnless, version: http.json.version });
+    expect(invocations(FUNCTIONS.merge)).toBe((before[1] ?? 0) + 1);
+    expect(http.json.results).toEqual(fanned.json.results);
+  });
+
   test("Accept: application/vnd.apache.arrow.stream answers an Arrow IPC stream of the same rows", async () => {
     const json = await httpSearch(request());
     const res = await fetch(`${stack.api.url}/search`, {

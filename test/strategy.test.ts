@@ -29,7 +29,15 @@ describe("splitWork", () => {
     rows: 50_000 * (i + 1),
   }));
   const lambda = { parallelism: 256, invokeMs: 15, maxPayloadBytes: 6 * 1024 * 1024 };
-  const base = { segments, queries: 100, dimension: 64, limit: 10, maxTasks: 16, profile: lambda };
+  const base = {
+    segments,
+    queries: 100,
+    dimension: 64,
+    limit: 10,
+    maxTasks: 16,
+    selectsColumns: false,
+    profile: lambda,
+  };
 
   test("fixed strategies give their shapes", () => {
     const at = (strategy: "single" | "segments" | "queries" | "hybrid") => {
@@ -59,6 +67,15 @@ describe("splitWork", () => {
       (strategy) => splitWork({ ...base, strategy }).estimatedMs,
     );
     expect(wide.estimatedMs).toBeLessThanOrEqual(Math.min(...estimates) + 1e-9);
+  });
+
+  test("one group without select columns saves the merge invoke in the estimate", () => {
+    const single = { ...base, queries: 1, strategy: "single" as const };
+    const segmentsSplit = { ...base, queries: 1, strategy: "segments" as const };
+    const withSelect = splitWork({ ...single, selectsColumns: true }).estimatedMs;
+    expect(withSelect - splitWork(single).estimatedMs).toBeCloseTo(lambda.invokeMs);
+    const fanned = splitWork({ ...segmentsSplit, selectsColumns: true }).estimatedMs;
+    expect(fanned - splitWork(segmentsSplit).estimatedMs).toBeCloseTo(0);
   });
 
   test("payload limits split the queries into more chunks than asked", () => {
@@ -115,6 +132,42 @@ describe("strategies on a real dataset", () => {
         .slice(10, 20),
     );
     expect(strip(page)).toEqual(second);
+  });
+
+  test("the planner merges one group without select itself; otherwise the merge function runs", async () => {
+    const base = inProcessInvoker(runtime);
+    const merged: number[] = [];
+    const counting = {
+      ...base,
+      merge: (input: Parameters<typeof base.merge>[0]) => {
+        merged.push(input.candidates.length);
+        return base.merge(input);
+      },
+    };
+    const request = { dataset: ds.uri, query: QUERIES.slice(0, 4), k: 10, nprobes: 2 };
+    const run = async (extra: object) => {
+      merged.length = 0;
+      const response = await vectorSearch({ ...request, ...extra }, { runtime, invoker: counting });
+      return { response, merged: [...merged] };
+    };
+    const single = await run({ strategy: "single" });
+    expect(single.merged).toEqual([]);
+    for (const [i, q] of request.query.entries()) {
+      const native = await nativeSearch({ ...ds, version: single.response.version }, q, 10, {
+        nprobes: 2,
+      });
+      expect(single.response.results.filter((r) => r._query_id === i)).toEqual(
+        native.map((h) => ({ _query_id: i, _distance: h.distance, _rowid: h.rowid })),
+      );
+    }
+    // Query chunks of one group each merge one list: still no merge function.
+    expect((await run({ strategy: "queries", maxTasks: 2 })).merged).toEqual([]);
+    const fanned = await run({ strategy: "segments" });
+    expect(fanned.merged).toEqual([fanned.response.plan.tasks]);
+    expect(strip(fanned.response)).toEqual(strip(single.response));
+    const selected = await run({ strategy: "single", select: ["id"] });
+    expect(selected.merged).toEqual([1]);
+    expect(strip(selected.response)).toEqual(strip(single.response));
   });
 
   test("explain answers the plan without searching or creating views", async () => {
