@@ -45,9 +45,23 @@ class Throttle extends Transform {
   }
 }
 
+/** Below s3rver's keep-alive timeout (Node's default, 5 s). */
+const UPSTREAM_IDLE_MS = 4_000;
+
+/**
+ * How long an idle client connection stays open. A batch of 100 opens thousands of connections
+ * from every lancedb process at once, and they all end in this process: kept for a minute, a few
+ * bursts reach the 20,000-descriptor limit and new connections fail (measured, native plus four
+ * workers at batch 100: peaks of 10,600 -> 18,400 descriptors over four bursts at 65 s; peaks of
+ * 6,100-7,800 and ~1,500 open between bursts at 10 s).
+ */
+const CLIENT_IDLE_MS = 10_000;
+
 export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
   const upstream = new URL(options.upstream);
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  // s3rver closes a keep-alive socket after Node's default 5 s idle; an agent reusing one at that
+  // moment gets ECONNRESET (seen under batch bursts), so idle upstream sockets are dropped first.
+  const agent = new Agent({ keepAlive: true, maxSockets: 256, timeout: UPSTREAM_IDLE_MS });
   let requests = 0;
   let bytes = 0;
   const server = createServer((req, res) => {
@@ -83,7 +97,7 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
     });
     req.pipe(out);
   });
-  server.keepAliveTimeout = 65_000;
+  server.keepAliveTimeout = CLIENT_IDLE_MS;
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
   return {
