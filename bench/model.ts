@@ -6,11 +6,11 @@
  * made, with 1 and 8 queries per task).
  * `perSegment = c / b` rows is what shared/grouping.ts SEGMENT_COST wants.
  *
- * Projection (per query, k=10): latency = planner + invoke + slowest task + merge, where
+ * Projection (per query, k=10): latency = invokes + slowest task + S3 round trip, where
  * - task = a + b * rows/G + c * segments/G (the measured fit, extrapolated linearly in rows: an
  *   IVF search with fixed nprobes scans rows/partitions * nprobes rows; linear is pessimistic),
- * - invoke = the measured extra latency of the local stack over in-process at G=1 (HTTP + JSON +
- *   one planner hop + task + merge), assumed equal on Lambda (warm, same region),
+ * - invokes = planner, task and (G > 1 only: the planner merges one task itself) merge, each
+ *   `invokeMs` (the planner's own Lambda assumption; not measurable here),
  * - cold adds `coldFixed + coldPerMillionRows * rows/G`: coldFixed = 10 sequential S3 round trips
  *   (open, versions, manifest, view check, index metadata, partitions, refine take), and the
  *   per-row part from the measured cold G=1 run (its penalty over warm in-process, minus coldFixed).
@@ -65,8 +65,8 @@ export function fitTasks(points: readonly TaskPoint[]): TaskFit {
 
 export interface ProjectionInputs {
   readonly fit: TaskFit;
-  /** Stack p50 minus in-process p50 at G=1 (warm), ms. */
-  readonly invokeOverheadMs: number;
+  /** One synchronous invoke on Lambda, ms (assumed: it cannot be measured here). */
+  readonly invokeMs: number;
   /** Cold extra per task: fixed + per million rows in the task, ms (at the injected S3 latency). */
   readonly coldFixedMs: number;
   readonly coldPerMillionRowsMs: number;
@@ -101,7 +101,8 @@ export function project(inputs: ProjectionInputs, sizes: readonly number[]): Pro
       const taskSegments = segments / width;
       const task =
         inputs.fit.a + inputs.fit.perRowMs * taskRows + inputs.fit.perSegmentMs * taskSegments;
-      const warmMs = inputs.invokeOverheadMs + task + inputs.s3LatencyMs;
+      const invokes = width > 1 ? 3 : 2;
+      const warmMs = invokes * inputs.invokeMs + task + inputs.s3LatencyMs;
       const coldMs = warmMs + inputs.coldFixedMs + (inputs.coldPerMillionRowsMs * taskRows) / 1e6;
       // 1 GB for the runtime and lancedb, plus twice the index (load and cache overheads).
       const memory = Math.ceil((1 + (2 * taskRows * inputs.bytesPerRow) / 2 ** 30) * 2) / 2;

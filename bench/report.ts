@@ -8,6 +8,7 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { lambdaProfile } from "../functions/common/lambda-invoker.js";
 import { BENCH_DIR } from "./datasets.js";
 import { fitTasks, project, type TaskFit, type TaskPoint } from "./model.js";
 import { round } from "./stats.js";
@@ -58,7 +59,10 @@ function newest(records: Rec[]): Rec[] {
     const key = cell(r);
     return (
       latest.get(key) === r.runId ||
-      (r.type === "dataset" || r.type === "resources" || r.type === "first-call"
+      (r.type === "dataset" ||
+      r.type === "resources" ||
+      r.type === "first-call" ||
+      r.type === "invoke-probe"
         ? [...latest.entries()].some(([k, id]) => k.startsWith(`${r.dataset}|`) && id === r.runId)
         : false)
     );
@@ -179,6 +183,20 @@ interface Goal {
   verdict: string;
 }
 
+/**
+ * A row whose p95 is over twice its p50 comes from samples that stall (seen through the local
+ * S3 under batch bursts: dropped connections waiting out a request timeout); such a p50 judges
+ * no goal, whichever way it would go.
+ */
+const STALL_RATIO = 2;
+
+function judge(rows: readonly Measurement[], verdict: string): string {
+  const stalled = rows.filter((m) => m.p95 > STALL_RATIO * m.p50);
+  if (stalled.length === 0) return verdict;
+  const which = stalled.map((m) => `${label(m)} p95 ${fmt(m.p95 / m.p50, 1)}x its p50`);
+  return `not judged: stalled samples (${which.join(", ")})`;
+}
+
 function goals(ms: Measurement[]): Goal[] {
   const out: Goal[] = [];
   const warm1 = (ds: string, path: string) =>
@@ -193,7 +211,7 @@ function goals(ms: Measurement[]): Goal[] {
       out.push({
         goal: `${ds}: segments G=1 in-process <= 1.15x native (p50, warm)`,
         measured: `${fmt(g1.p50)} vs ${fmt(n.p50)} ms = ${fmt(r)}x`,
-        verdict: r <= 1.15 ? "met" : `missed by ${fmt((r / 1.15 - 1) * 100, 0)}%`,
+        verdict: judge([g1, n], r <= 1.15 ? "met" : `missed by ${fmt((r / 1.15 - 1) * 100, 0)}%`),
       });
     }
     const st = warm1(ds, "stack");
@@ -207,7 +225,7 @@ function goals(ms: Measurement[]): Goal[] {
       out.push({
         goal: `${ds}: segments G=1 through the local stack <= native + 15 ms`,
         measured: `${fmt(s1.p50)} ms vs native ${sn ? "on the same local S3" : "in-process"} ${fmt(anchor.p50)} ms (+${fmt(d)} ms)${sn && n ? `; native in-process on local files ${fmt(n.p50)} ms` : ""}`,
-        verdict: d <= 15 ? "met" : `missed by ${fmt(d - 15)} ms`,
+        verdict: judge([s1, anchor], d <= 15 ? "met" : `missed by ${fmt(d - 15)} ms`),
       });
     }
     for (const path of ["in-process", "stack"]) {
@@ -219,7 +237,10 @@ function goals(ms: Measurement[]): Goal[] {
         out.push({
           goal: `${ds}: batch of 100, best product mode <= 1.1x native (${path})`,
           measured: `${label(best)} ${fmt(best.p50)} ms vs native ${fmt(bn.p50)} ms = ${fmt(r)}x`,
-          verdict: r <= 1.1 ? "met" : `missed by ${fmt((r / 1.1 - 1) * 100, 0)}%`,
+          verdict: judge(
+            [best, bn],
+            r <= 1.1 ? "met" : `missed by ${fmt((r / 1.1 - 1) * 100, 0)}%`,
+          ),
         });
       }
     }
@@ -236,12 +257,14 @@ function goals(ms: Measurement[]): Goal[] {
           out.push({
             goal: `${ds} (${segs} segments): best product mode >= 1.5x faster than native, recall >= native (${path})`,
             measured: `${label(chosen)} ${fmt(chosen.p50)} ms (recall ${chosen.recall}) vs native ${fmt(wn.p50)} ms (recall ${wn.recall}) = ${fmt(r)}x`,
-            verdict:
+            verdict: judge(
+              [chosen, wn],
               best && r >= 1.5
                 ? "met"
                 : best
                   ? `missed: ${fmt(r)}x of 1.5x`
                   : "missed: no product mode reached native recall",
+            ),
           });
         }
       }
@@ -255,7 +278,7 @@ function goals(ms: Measurement[]): Goal[] {
         out.push({
           goal: `${ds} (${segs} segments): cold with injected S3 latency, fan-out >= 2x faster than native`,
           measured: `${label(best)} ${fmt(best.p50)} ms vs native ${fmt(cn.p50)} ms = ${fmt(r)}x (${cold[0]?.path})`,
-          verdict: r >= 2 ? "met" : `missed: ${fmt(r)}x of 2x`,
+          verdict: judge([best, cn], r >= 2 ? "met" : `missed: ${fmt(r)}x of 2x`),
         });
       }
     }
@@ -278,7 +301,10 @@ function autoGoals(ms: Measurement[]): Goal[] {
       {
         goal: `${dataset}: auto <= 1.1x the best fixed strategy (${path}, batch ${batch})`,
         measured: `auto (${auto.tasks} tasks) ${fmt(auto.p50)} ms vs ${label(best)} ${fmt(best.p50)} ms = ${fmt(r)}x`,
-        verdict: r <= 1.1 ? "met" : `missed by ${fmt((r / 1.1 - 1) * 100, 0)}%`,
+        verdict: judge(
+          [auto, best],
+          r <= 1.1 ? "met" : `missed by ${fmt((r / 1.1 - 1) * 100, 0)}%`,
+        ),
       },
     ];
   });
@@ -501,11 +527,11 @@ function projection(ms: Measurement[], points: TaskPoint[], all?: Rec[]): string
   );
   const basis = synth.filter((p) => p.dataset === largest?.dataset);
   const fit = fitTasks(basis.length >= 3 ? basis : points);
-  // Lambda-like invoke overhead: three synchronous invokes per query (planner, task, merge), each
-  // as measured bare through the local endpoint. (Stack minus in-process at G=1 is dominated by
-  // the local S3's throughput and would overstate it; see the reading.)
+  // One invoke on Lambda: the planner's own assumption, shown next to the bare invoke measured
+  // through the local endpoint. (Stack minus in-process at G=1 is dominated by the local S3's
+  // throughput and would overstate it; see the reading.)
   const probes = (all ?? []).filter((r) => r.type === "invoke-probe").map((r) => r.p50 as number);
-  const invoke = probes.length ? (3 * probes.reduce((s, v) => s + v, 0)) / probes.length : 18;
+  const localInvoke = probes.length ? probes.reduce((s, v) => s + v, 0) / probes.length : NaN;
   const latency = (ms.find((m) => m.phase === "cold")?.s3LatencyMs as number | undefined) ?? 20;
   // Cold: 10 sequential round trips per task, plus a per-row part from the measured cold G=1.
   const coldFixed = 10 * latency;
@@ -541,7 +567,7 @@ function projection(ms: Measurement[], points: TaskPoint[], all?: Rec[]): string
   }
   const inputs = {
     fit,
-    invokeOverheadMs: round(invoke, 1),
+    invokeMs: lambdaProfile({}).invokeMs,
     coldFixedMs: round(coldFixed, 1),
     coldPerMillionRowsMs: round(coldPerMillionRows, 1),
     s3LatencyMs: latency,
@@ -553,9 +579,9 @@ function projection(ms: Measurement[], points: TaskPoint[], all?: Rec[]): string
     "## Lambda projection (a model, not a measurement)",
     "",
     `Inputs measured here: task fit on ${largest?.dataset ?? "the datasets"} (${fmt(fit.a, 3)} ms + ${fmt(fit.perRowMs * 1e6, 3)} ms per million rows + ${fmt(fit.perSegmentMs, 3)} ms per segment, r² ${fit.r2}), ` +
-      `invoke overhead ${inputs.invokeOverheadMs} ms (3 bare invokes through the local Lambda endpoint), cold extra ${inputs.coldFixedMs} ms + ${inputs.coldPerMillionRowsMs} ms per million rows in a task at ${latency} ms S3 first-byte latency (${coldFrom}; measured on 2 shared cores and one local S3 process, so pessimistic for Lambda).`,
+      `one invoke ${inputs.invokeMs} ms (assumed, the planner's default \`LANCE_FANOUT_INVOKE_MS\`; a bare invoke through the local endpoint measured ${fmt(localInvoke, 1)} ms, p50 over ${probes.length} probes; a query makes 2 invokes, 3 when G > 1), cold extra ${inputs.coldFixedMs} ms + ${inputs.coldPerMillionRowsMs} ms per million rows in a task at ${latency} ms S3 first-byte latency (${coldFrom}; measured on 2 shared cores and one local S3 process, so pessimistic for Lambda).`,
     "Assumptions: 128-d IVF_PQ, k=10, one query; 1M rows per index segment; task latency linear in rows (pessimistic for a fixed nprobes);",
-    `Lambda invoke overhead equal to the local stack's; tasks run fully in parallel (no account concurrency limit); a warm task holds its group's index in memory (prewarmed; ${inputs.bytesPerRow} bytes per row, measured from the index files) and reads the k x refineFactor raw vectors from S3 in one parallel round (+${latency} ms);`,
+    `tasks run fully in parallel (no account concurrency limit); a warm task holds its group's index in memory (prewarmed; ${inputs.bytesPerRow} bytes per row, measured from the index files) and reads the k x refineFactor raw vectors from S3 in one parallel round (+${latency} ms);`,
     "task memory = 1 GB + 2 x its index bytes, capped at 10 GB (beyond that a task no longer holds its index and cold I/O dominates: choose a larger G); GB-s include a 1 GB planner for the whole query.",
     "",
     "| rows | segments | G | warm ms | cold ms | task GB | GB-s / query |",

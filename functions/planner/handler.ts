@@ -1,6 +1,7 @@
 /**
  * The planner function: HTTP (API Gateway payload 2.0) or direct invoke. Plans the search,
- * invokes one segment-search per group and the merge, and answers the result or an error body.
+ * invokes one segment-search per group and the merge (unless one task answers a query range
+ * without `select`: see shared/search.ts), and answers the result or an error body.
  */
 import { randomUUID } from "node:crypto";
 import { toFanoutError } from "../../shared/errors.js";
