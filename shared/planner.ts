@@ -80,7 +80,8 @@ export async function plan(
       Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks) - flat.length,
     ),
     strategy: request.strategy ?? "auto",
-    selectsColumns: (request.select?.length ?? 0) > 0,
+    // `select` columns or a flat group beside the index groups: the merge function runs anyway.
+    mergeInvoked: (request.select?.length ?? 0) > 0 || flat.length > 0,
     profile,
   });
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);

@@ -45,8 +45,11 @@ export interface SplitInput {
   readonly limit: number;
   readonly maxTasks: number;
   readonly strategy: Strategy;
-  /** The request has `select` columns: every merge then runs in the merge function. */
-  readonly selectsColumns: boolean;
+  /**
+   * Every merge runs in the merge function whatever the split (e.g. `select` columns to fetch);
+   * otherwise one group's merge runs in the planner and saves that invoke.
+   */
+  readonly mergeInvoked: boolean;
   readonly profile: ExecutionProfile;
   readonly model?: CostModel;
 }
@@ -111,7 +114,7 @@ const DISPATCH_MS = 0.2;
 
 /**
  * Latency: the task invoke, waves of parallel tasks (each as slow as its slowest task), then the
- * merge invoke, which one group without `select` columns does not pay (the planner merges it).
+ * merge invoke, which one group does not pay unless `mergeInvoked` (the planner merges it).
  */
 function estimate(
   groups: readonly Group[],
@@ -133,7 +136,7 @@ function estimate(
   );
   const tasks = groups.length * chunks.length;
   const waves = Math.ceil(tasks / Math.max(1, input.profile.parallelism));
-  const invokes = groups.length > 1 || input.selectsColumns ? 2 : 1;
+  const invokes = groups.length > 1 || input.mergeInvoked ? 2 : 1;
   return invokes * input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask;
 }
 

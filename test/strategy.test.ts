@@ -35,7 +35,7 @@ describe("splitWork", () => {
     dimension: 64,
     limit: 10,
     maxTasks: 16,
-    selectsColumns: false,
+    mergeInvoked: false,
     profile: lambda,
   };
 
@@ -69,12 +69,12 @@ describe("splitWork", () => {
     expect(wide.estimatedMs).toBeLessThanOrEqual(Math.min(...estimates) + 1e-9);
   });
 
-  test("one group without select columns saves the merge invoke in the estimate", () => {
+  test("one group saves the merge invoke in the estimate unless the merge runs anyway", () => {
     const single = { ...base, queries: 1, strategy: "single" as const };
     const segmentsSplit = { ...base, queries: 1, strategy: "segments" as const };
-    const withSelect = splitWork({ ...single, selectsColumns: true }).estimatedMs;
+    const withSelect = splitWork({ ...single, mergeInvoked: true }).estimatedMs;
     expect(withSelect - splitWork(single).estimatedMs).toBeCloseTo(lambda.invokeMs);
-    const fanned = splitWork({ ...segmentsSplit, selectsColumns: true }).estimatedMs;
+    const fanned = splitWork({ ...segmentsSplit, mergeInvoked: true }).estimatedMs;
     expect(fanned - splitWork(segmentsSplit).estimatedMs).toBeCloseTo(0);
   });
 
