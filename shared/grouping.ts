@@ -57,32 +57,71 @@ function units(segments: readonly Segment[]): Segment[][] {
  * group with the lowest cost so far (ties: lowest group index). Empty groups are dropped.
  */
 export function groupSegments(segments: readonly Segment[], maxGroups: number): Group[] {
-  if (!Number.isInteger(maxGroups) || maxGroups < 1) {
-    throw new TypeError(`Expected \`maxGroups\` to be a positive integer, got ${maxGroups}`);
-  }
-  const items = units(segments)
-    .map((unit) => ({
-      unit,
+  return pack(
+    units(segments).map((unit) => ({
       key: unit.map((s) => s.uuid).sort()[0] ?? "",
+      segments: unit.map((s) => s.uuid),
+      fragments: unit.flatMap((s) => s.fragments),
+      rows: unit.reduce((sum, s) => sum + s.rows, 0),
       cost: segmentCost(
         unit.length,
         unit.reduce((sum, s) => sum + s.rows, 0),
       ),
-    }))
-    .sort((a, b) => b.cost - a.cost || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    })),
+    maxGroups,
+  );
+}
+
+/**
+ * Assigns unindexed fragments (searched flat, no index segment) to at most `maxGroups` groups
+ * by the same rule, so a dataset without an index still fans out.
+ */
+export function groupFragments(
+  fragments: readonly { readonly id: number; readonly rows: number }[],
+  maxGroups: number,
+): Group[] {
+  return pack(
+    fragments.map((f) => ({
+      key: String(f.id).padStart(16, "0"),
+      segments: [],
+      fragments: [f.id],
+      rows: f.rows,
+      cost: segmentCost(0, f.rows),
+    })),
+    maxGroups,
+  );
+}
+
+/** One indivisible piece of work: `key` orders equal costs deterministically. */
+interface Item extends Group {
+  readonly key: string;
+}
+
+/** Largest-first (LPT) packing of items into at most `maxGroups` groups. */
+function pack(items: readonly Item[], maxGroups: number): Group[] {
+  if (!Number.isInteger(maxGroups) || maxGroups < 1) {
+    throw new TypeError(`Expected \`maxGroups\` to be a positive integer, got ${maxGroups}`);
+  }
+  const sorted = [...items].sort(
+    (a, b) => b.cost - a.cost || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
+  );
   const bins = Array.from({ length: Math.min(maxGroups, items.length) }, () => ({
-    segments: [] as Segment[],
+    segments: [] as string[],
+    fragments: [] as number[],
+    rows: 0,
     cost: 0,
   }));
-  for (const item of items) {
+  for (const item of sorted) {
     const bin = bins.reduce((best, b) => (b.cost < best.cost ? b : best));
-    bin.segments.push(...item.unit);
+    bin.segments.push(...item.segments);
+    bin.fragments.push(...item.fragments);
+    bin.rows += item.rows;
     bin.cost += item.cost;
   }
-  return bins.map(({ segments: members, cost }) => ({
-    segments: members.map((s) => s.uuid).sort(),
-    fragments: [...new Set(members.flatMap((s) => s.fragments))].sort((a, b) => a - b),
-    rows: members.reduce((sum, s) => sum + s.rows, 0),
-    cost,
+  return bins.map((bin) => ({
+    segments: bin.segments.sort(),
+    fragments: [...new Set(bin.fragments)].sort((a, b) => a - b),
+    rows: bin.rows,
+    cost: bin.cost,
   }));
 }

@@ -5,7 +5,7 @@
  */
 import { encodeVectors } from "./codec.js";
 import { FanoutError } from "./errors.js";
-import { type Group, segmentCost } from "./grouping.js";
+import { type Group, groupFragments, groupSegments, segmentCost } from "./grouping.js";
 import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
 import type { ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
@@ -69,9 +69,19 @@ export async function plan(
         throw new FanoutError("INVALID_REQUEST", `filter: ${lanceMessage(err)}`, { cause: err });
       });
   }
-  const flat = coverage === "fallback" ? flatGroup(index) : [];
+  // Without a vector index the unindexed fragments are the whole dataset: they are fanned out
+  // like segments. Beside an index they are a small tail, searched as one flat group.
+  const indexed = index.segments.length > 0;
+  const fallback = coverage === "fallback";
+  const flat = fallback && indexed ? flatGroup(index) : [];
   const split = splitWork({
-    segments: index.segments,
+    units: indexed ? index.segments.length : fallback ? index.unindexed.length : 0,
+    group: (g) =>
+      indexed
+        ? groupSegments(index.segments, g)
+        : fallback
+          ? groupFragments(index.unindexed, g)
+          : [],
     queries: request.queries.length,
     dimension: index.dimension,
     limit: request.k + (request.offset ?? 0),
@@ -91,9 +101,10 @@ export async function plan(
     index,
     strategy: split.strategy,
     groups: [
-      ...(index.segments.length > 0
-        ? split.groups.map((g) => ({ ...g, kind: "index" as const }))
-        : []),
+      ...split.groups.map((g) => ({
+        ...g,
+        kind: indexed ? ("index" as const) : ("flat" as const),
+      })),
       ...flat,
     ],
     chunks: split.chunks,

@@ -5,8 +5,7 @@
  * @module
  */
 import calibration from "./calibration.json" with { type: "json" };
-import { type Group, groupSegments } from "./grouping.js";
-import type { Segment } from "./index-choice.js";
+import type { Group } from "./grouping.js";
 import type { Strategy } from "./request.js";
 
 /** Where tasks run, as the cost model needs it. */
@@ -38,7 +37,10 @@ export interface Split {
 }
 
 export interface SplitInput {
-  readonly segments: readonly Segment[];
+  /** Indivisible pieces of work (index segments, or fragments searched flat): the widest split. */
+  readonly units: number;
+  /** Groups the units into at most `maxGroups` balanced groups. */
+  readonly group: (maxGroups: number) => readonly Group[];
   readonly queries: number;
   readonly dimension: number;
   /** Candidates per query each task returns (k + offset). */
@@ -60,7 +62,6 @@ const CANDIDATE_BYTES = 16;
 /** Chooses the groups and query chunks for a strategy. */
 export function splitWork(input: SplitInput): Split {
   const model = input.model ?? COST_MODEL;
-  const segments = input.segments.length;
   // A task's answer must fit one payload: this bounds the queries per chunk.
   const perChunk = Math.max(
     1,
@@ -71,7 +72,7 @@ export function splitWork(input: SplitInput): Split {
   const candidates: { strategy: Split["strategy"]; g: number; c: number }[] = [];
   const add = (strategy: Split["strategy"], g: number, c: number) =>
     candidates.push({ strategy, g, c: Math.min(input.queries, Math.max(c, minChunks)) });
-  const maxG = Math.min(segments, input.maxTasks);
+  const maxG = Math.max(1, Math.min(input.units, input.maxTasks));
   const maxC = Math.min(input.queries, input.maxTasks);
   switch (input.strategy) {
     case "single":
@@ -98,7 +99,7 @@ export function splitWork(input: SplitInput): Split {
   }
   let best: Split | undefined;
   for (const { strategy, g, c } of candidates) {
-    const groups = groupSegments(input.segments, g);
+    const groups = input.group(g);
     const chunks = chunkRanges(input.queries, c);
     const estimatedMs = estimate(groups, chunks, input, model);
     if (!best || estimatedMs < best.estimatedMs - 1e-9) {

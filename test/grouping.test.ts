@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { groupSegments, SEGMENT_COST, segmentCost } from "../shared/grouping.js";
+import { groupFragments, groupSegments, SEGMENT_COST, segmentCost } from "../shared/grouping.js";
 import type { Segment } from "../shared/index-choice.js";
 
 const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
@@ -75,5 +75,16 @@ describe("groupSegments", () => {
 
   test("rejects a non-positive group count", () => {
     expect(() => groupSegments([segment(0, 1)], 0)).toThrow(TypeError);
+  });
+});
+
+describe("groupFragments", () => {
+  test("spreads unindexed fragments over groups by rows, each fragment once", () => {
+    const fragments = [9000, 1000, 5000, 4000, 1000].map((rows, id) => ({ id, rows }));
+    const groups = groupFragments(fragments, 2);
+    expect(groups.map((g) => g.rows).sort()).toEqual([10_000, 10_000]);
+    expect(groups.flatMap((g) => g.fragments).sort()).toEqual([0, 1, 2, 3, 4]);
+    expect(groups.every((g) => g.segments.length === 0)).toBe(true);
+    expect(groupFragments(fragments, 8)).toHaveLength(5);
   });
 });

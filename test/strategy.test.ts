@@ -4,6 +4,7 @@
 import { readdir } from "node:fs/promises";
 import * as lancedb from "@lancedb/lancedb";
 import { beforeAll, describe, expect, test } from "vitest";
+import { groupSegments } from "../shared/grouping.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
@@ -30,7 +31,8 @@ describe("splitWork", () => {
   }));
   const lambda = { parallelism: 256, invokeMs: 15, maxPayloadBytes: 6 * 1024 * 1024 };
   const base = {
-    segments,
+    units: segments.length,
+    group: (g: number) => groupSegments(segments, g),
     queries: 100,
     dimension: 64,
     limit: 10,
@@ -274,6 +276,40 @@ describe("coverage of unindexed fragments", () => {
       exact: true,
     });
     expect(response.results.map((r) => r._rowid)).toEqual(exact.map((h) => h.rowid));
+  });
+
+  test("without an index every strategy gives native's exact answer; segments fans out over fragments", async () => {
+    const ds = await makeDataset({ rounds: [], unindexedRows: 1500 });
+    await ds.table.add(
+      Array.from({ length: 900 }, (_, i) => ({
+        id: 800_000 + i,
+        category: i % 10,
+        "Cat Name": "n",
+        vector: Array.from({ length: DIMENSION }, (_, d) => ((i * 17 + d * 3) % 89) / 89),
+      })),
+    );
+    await ds.table.dropIndex("vector_idx");
+    const version = await ds.table.version();
+    const runtime = await testRuntime();
+    const request = { dataset: ds.uri, query: QUERIES.slice(0, 3), k: 15, coverage: "fallback" };
+    const native = await Promise.all(
+      QUERIES.slice(0, 3).map((q) => nativeSearch({ ...ds, version }, q, 15)),
+    );
+    for (const strategy of ["single", "segments", "queries", "hybrid", "auto"] as const) {
+      const response = await vectorSearch(
+        { ...request, coverage: "fallback", strategy, maxTasks: 8 },
+        { runtime },
+      );
+      for (const [i, hits] of native.entries()) {
+        expect(response.results.filter((r) => r._query_id === i).map((r) => r._rowid)).toEqual(
+          hits.map((h) => h.rowid),
+        );
+      }
+      if (strategy === "segments") {
+        expect(response.plan.groups.map((g) => g.kind)).toEqual(["flat", "flat", "flat"]);
+        expect(response.plan.groups.reduce((sum, g) => sum + g.rows, 0)).toBe(4000 + 1500 + 900);
+      }
+    }
   });
 
   test("indexed-only skips unindexed fragments like fastSearch and says so", async () => {
