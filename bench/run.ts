@@ -14,7 +14,7 @@ import { keepOnLoopback } from "../local/loopback.js";
 import { loadConfig } from "../shared/config.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import { readManifest } from "../shared/manifest-store.js";
-import { createObjectReader } from "../shared/objects.js";
+import { createObjectStore } from "../shared/objects.js";
 import { plan, tasksOf } from "../shared/planner.js";
 import { parseSearchRequest, type SearchRequest } from "../shared/request.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
@@ -111,7 +111,7 @@ export async function runBench(
       throw new Error(`unknown dataset ${name}; known: ${Object.keys(DATASETS).join(", ")}`);
     const info = await ensureDataset(spec, log);
     const indexBytes = (
-      await readManifest(createObjectReader({ region: "us-east-1" }), info.uri, info.version)
+      await readManifest(createObjectStore({ region: "us-east-1" }), info.uri, info.version)
     ).segments.reduce((sum, s) => sum + (s.sizeBytes ?? 0), 0);
     await emit({ type: "dataset", dataset: name, info: { ...info, spec, indexBytes } });
     const batchMax = Math.max(...options.batches);

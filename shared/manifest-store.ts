@@ -5,14 +5,14 @@
 import { LRUCache } from "lru-cache";
 import { FanoutError } from "./errors.js";
 import { type Manifest, manifestFileNames, parseManifest } from "./manifest.js";
-import type { ObjectReader } from "./objects.js";
+import type { ObjectStore } from "./objects.js";
 
 /**
  * Reads `version`'s manifest under the table URI, trying the V2 then the V1 file name.
  * @throws FanoutError `VERSION_NOT_FOUND` when neither exists.
  */
 export async function readManifest(
-  objects: ObjectReader,
+  objects: ObjectStore,
   tableUri: string,
   version: number,
 ): Promise<Manifest> {
@@ -28,10 +28,10 @@ export async function readManifest(
  * planner reads and parses each at most once per process (bounded).
  */
 export class ManifestCache {
-  readonly #objects: ObjectReader;
+  readonly #objects: ObjectStore;
   readonly #manifests: LRUCache<string, Promise<Manifest>>;
 
-  constructor(objects: ObjectReader, max = 64) {
+  constructor(objects: ObjectStore, max = 64) {
     this.#objects = objects;
     this.#manifests = new LRUCache({ max });
   }
@@ -46,4 +46,38 @@ export class ManifestCache {
     }
     return manifest;
   }
+}
+
+/** An error that names a missing object of the dataset (see {@link notFoundError}). */
+export function isMissingObject(err: FanoutError): boolean {
+  return typeof (err.details as { missing?: unknown } | undefined)?.missing === "string";
+}
+
+/**
+ * What Lance's "not found" during a search of a pinned version means: the version was cleaned
+ * up (its manifest is gone: `VERSION_NOT_FOUND`), or a file it needs is missing (`INTERNAL`,
+ * naming the object: a damaged dataset is not the caller's mistake).
+ */
+export async function notFoundError(
+  err: unknown,
+  objects: ObjectStore,
+  tableUri: string,
+  version: number,
+): Promise<FanoutError> {
+  try {
+    await readManifest(objects, tableUri, version);
+  } catch (missing) {
+    if (missing instanceof FanoutError) {
+      const message = `version ${version} of ${tableUri} is gone (cleaned up during the query?)`;
+      return new FanoutError(missing.code, message, { cause: err });
+    }
+    throw missing;
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  const object = /Object at location (\S+) not found|Not found: ([^,\s]+)/i.exec(message);
+  const missing = object?.[1] ?? object?.[2] ?? "an object";
+  return new FanoutError("INTERNAL", `${missing} of version ${version} of ${tableUri} is missing`, {
+    cause: err,
+    details: { missing },
+  });
 }

@@ -19,6 +19,8 @@ export interface ManifestFragment {
   readonly physicalRows: number;
   readonly deletedRows: number;
   readonly liveRows: number;
+  /** Data file paths, relative to the dataset's `data/`. */
+  readonly files: readonly string[];
 }
 
 /** One `IndexMetadata` entry, i.e. one segment (delta) of the logical index called `name`. */
@@ -35,6 +37,8 @@ export interface ManifestSegment {
   readonly indexVersion: number | null;
   /** Sum of the segment's index file sizes (`IndexMetadata.files`); null when not recorded. */
   readonly sizeBytes: number | null;
+  /** The segment's index files, relative to `_indices/<uuid>/`; empty when not recorded. */
+  readonly files: readonly string[];
 }
 
 export interface Manifest {
@@ -77,8 +81,12 @@ message Field {
 }
 message DataFragment {
   uint64 id = 1;
+  repeated DataFile files = 2;
   DeletionFile deletion_file = 3;
   uint64 physical_rows = 4;
+}
+message DataFile {
+  string path = 1;
 }
 message DeletionFile {
   uint64 num_deleted_rows = 4;
@@ -128,6 +136,7 @@ interface RawField {
 }
 interface RawFragment {
   id: U64;
+  files: { path: string }[];
   deletion_file?: { num_deleted_rows: U64 } | null;
   physical_rows: U64;
 }
@@ -145,7 +154,7 @@ interface RawIndex {
   dataset_version: U64;
   fragment_bitmap: Uint8Array;
   index_details?: { type_url: string; value: Uint8Array } | null;
-  files?: { size_bytes: U64 }[];
+  files?: { path: string; size_bytes: U64 }[];
   index_version?: number | null;
 }
 
@@ -246,6 +255,7 @@ function toSegment(raw: RawIndex): ManifestSegment {
           0,
         )
       : null,
+    files: raw.files?.map((f) => f.path) ?? [],
   };
 }
 
@@ -265,7 +275,8 @@ function toFragment(raw: RawFragment): ManifestFragment {
       );
     }
   }
-  return { id, physicalRows, deletedRows, liveRows: physicalRows - deletedRows };
+  const files = raw.files.map((f) => f.path);
+  return { id, physicalRows, deletedRows, liveRows: physicalRows - deletedRows, files };
 }
 
 /** Parses the bytes of one whole manifest file. Throws ManifestError on anything it cannot trust. */

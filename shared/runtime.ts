@@ -6,13 +6,13 @@
 import { type FanoutConfig, loadConfig } from "./config.js";
 import { type DatasetLocation, resolveDataset } from "./dataset.js";
 import { ManifestCache } from "./manifest-store.js";
-import { createObjectReader, type ObjectReader } from "./objects.js";
+import { createObjectStore, type ObjectStore } from "./objects.js";
 import { TableCache } from "./tables.js";
 import { ViewCache } from "./views.js";
 
 export interface Runtime {
   readonly config: FanoutConfig;
-  readonly objects: ObjectReader;
+  readonly objects: ObjectStore;
   /** Parsed dataset manifests by version. */
   readonly manifests: ManifestCache;
   readonly tables: TableCache;
@@ -22,7 +22,7 @@ export interface Runtime {
 }
 
 export function createRuntime(config: FanoutConfig = loadConfig()): Runtime {
-  const objects = createObjectReader(config.s3);
+  const objects = createObjectStore(config.s3);
   return {
     config,
     objects,

@@ -6,6 +6,7 @@ import { randomUUID } from "node:crypto";
 import { decodeCandidates, type EncodedCandidates, encodeCandidates } from "./codec.js";
 import { FanoutError, toFanoutError } from "./errors.js";
 import { type Invoker, inProcessInvoker, runMerge } from "./invoker.js";
+import { isMissingObject } from "./manifest-store.js";
 import { plan, type SearchPlan, tasksOf } from "./planner.js";
 import { parseSearchRequest, type SearchRequest, type ValidSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
@@ -194,9 +195,10 @@ function collect(
   if (failed.length === 0) {
     return settled.map((s) => (s as PromiseFulfilledResult<TaskCandidates>).value);
   }
-  // A caller's mistake found inside a task is still the caller's mistake.
-  const callerError = failed.find((f) => f.error.status < 500);
-  if (callerError) throw callerError.error;
+  // A caller's mistake found inside a task is still the caller's mistake, and a missing file
+  // is a fact about the dataset, not a failure of the task's function.
+  const diagnosed = failed.find((f) => f.error.status < 500 || isMissingObject(f.error));
+  if (diagnosed) throw diagnosed.error;
   const groups = [...new Set(failed.map((f) => f.task?.group))];
   throw new FanoutError(
     "SEGMENT_SEARCH_FAILED",

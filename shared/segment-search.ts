@@ -5,7 +5,9 @@
  */
 import type { Table as ArrowTable } from "apache-arrow";
 import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.js";
+import type { DatasetLocation } from "./dataset.js";
 import { FanoutError } from "./errors.js";
+import { notFoundError } from "./manifest-store.js";
 import { compareHits } from "./merge.js";
 import type { Runtime } from "./runtime.js";
 import { isNotFound } from "./tables.js";
@@ -13,6 +15,19 @@ import type { SegmentTask, TaskCandidates } from "./tasks.js";
 
 export async function searchSegments(task: SegmentTask, runtime: Runtime): Promise<TaskCandidates> {
   const dataset = runtime.resolveDataset(task.dataset);
+  try {
+    return await search(task, dataset, runtime);
+  } catch (err) {
+    if (err instanceof FanoutError || !isNotFound(err)) throw err;
+    throw await notFoundError(err, runtime.objects, dataset.uri, task.version);
+  }
+}
+
+async function search(
+  task: SegmentTask,
+  dataset: DatasetLocation,
+  runtime: Runtime,
+): Promise<TaskCandidates> {
   const view = await runtime.views.open({
     dataset,
     version: task.version,
@@ -39,19 +54,7 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
     if (task.nprobes !== undefined) query = query.nprobes(task.nprobes);
     if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
   }
-  const batch = await query.toArrow().catch((err: unknown) => {
-    // The pinned version's files vanished under a view: it was cleaned up during the query.
-    if (isNotFound(err)) {
-      throw new FanoutError(
-        "VERSION_NOT_FOUND",
-        `version ${task.version} of ${task.dataset} is gone`,
-        {
-          cause: err,
-        },
-      );
-    }
-    throw err;
-  });
+  const batch = await query.toArrow();
   // After the search, so a cold search does not compete with loading the view's index.
   void runtime.views.prewarm(view);
   return {

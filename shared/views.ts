@@ -17,8 +17,8 @@ import { type DatasetLocation, splitS3Uri } from "./dataset.js";
 import { FanoutError } from "./errors.js";
 import type { ManifestSegment } from "./manifest.js";
 import { readManifest } from "./manifest-store.js";
-import type { ObjectReader } from "./objects.js";
-import { type Connection, connectDatabase, isNotFound, type Table } from "./tables.js";
+import type { ObjectStore } from "./objects.js";
+import { type Connection, connectDatabase, type Table } from "./tables.js";
 
 export interface ViewSpec {
   readonly dataset: DatasetLocation;
@@ -78,7 +78,7 @@ export function dropPredicate(live: readonly number[], keep: ReadonlySet<number>
 
 export class ViewCache {
   readonly #config: FanoutConfig;
-  readonly #objects: ObjectReader;
+  readonly #objects: ObjectStore;
   readonly #connections = new Map<string, Promise<Connection>>();
   readonly #views: LRUCache<string, Promise<OpenView>>;
   /** One lancedb cache for every view of this process, bounded by the configured size. */
@@ -88,7 +88,7 @@ export class ViewCache {
   readonly #warmed = new Map<string, number>();
   #warmedBytes = 0;
 
-  constructor(config: FanoutConfig, objects: ObjectReader) {
+  constructor(config: FanoutConfig, objects: ObjectStore) {
     this.#config = config;
     this.#objects = objects;
     this.#session = new Session(BigInt(Math.floor(config.indexCacheBytes)));
@@ -147,35 +147,44 @@ export class ViewCache {
     const connection = await this.#connection(root, spec.dataset.kind);
     const uri = `${root}/${name}.lance`;
     let table = (await openIfExists(connection, name)) ?? (await clone(connection, name, spec));
-    let indexBytes: number | null;
+    let group: readonly ManifestSegment[];
     try {
-      indexBytes = await this.#restrict(table, uri, spec);
+      group = await this.#restrict(table, uri, spec);
     } catch (err) {
       if (!(err instanceof StaleView)) throw err;
       // Not what its name promises (damaged, or written by something else): build it anew.
       table.close();
       await connection.dropTable(name).catch(() => {});
       table = await clone(connection, name, spec);
-      indexBytes = await this.#restrict(table, uri, spec);
+      group = await this.#restrict(table, uri, spec);
     }
-    const searchedSegments =
-      (await table.listIndices()).find((i) => i.name === spec.indexName)?.numSegments ?? 0;
+    const index = (await table.listIndices()).find((i) => i.name === spec.indexName);
+    if (index && OWN_INDEX_FILES.has(index.indexType)) {
+      await this.#copyIndexFiles(spec.dataset.uri, uri, group);
+    }
+    const searchedSegments = index?.numSegments ?? 0;
     if (searchedSegments !== spec.segments.length) {
       throw new FanoutError(
         "INTERNAL",
         `view ${name} holds ${searchedSegments} index segments, expected ${spec.segments.length}`,
       );
     }
-    const view = { name, table, searchedSegments, indexName: spec.indexName, indexBytes };
+    const view = {
+      name,
+      table,
+      searchedSegments,
+      indexName: spec.indexName,
+      indexBytes: indexBytes(group),
+    };
     if (this.#config.prewarm === "eager") await this.prewarm(view);
     return view;
   }
 
   /**
    * Deletes the fragments outside the group (a no-op for a finished view), then verifies.
-   * Answers the size of the group's index files, or null when the manifest does not record it.
+   * Answers the group's index segments as the view's manifest lists them.
    */
-  async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<number | null> {
+  async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<ManifestSegment[]> {
     const keep = new Set(spec.fragments);
     for (let attempt = 0; ; attempt++) {
       const manifest = await readManifest(this.#objects, uri, await table.version());
@@ -196,7 +205,7 @@ export class ViewCache {
           .filter((s) => s.metric !== null && s.name !== spec.indexName)
           .map((s) => s.name),
       );
-      if (live.length === keep.size && others.size === 0) return indexBytes(group);
+      if (live.length === keep.size && others.size === 0) return group;
       if (attempt > 0) await table.checkoutLatest();
       try {
         if (live.length > keep.size) await table.delete(dropPredicate(live, keep));
@@ -206,6 +215,26 @@ export class ViewCache {
         if (attempt >= 2) throw err;
       }
     }
+  }
+
+  /** Copies the group's index files from the dataset into the view (see OWN_INDEX_FILES). */
+  async #copyIndexFiles(
+    datasetUri: string,
+    viewUri: string,
+    group: readonly ManifestSegment[],
+  ): Promise<void> {
+    const files = group.flatMap((s) => s.files.map((f) => `_indices/${s.uuid}/${f}`));
+    if (group.some((s) => s.files.length === 0)) {
+      throw new FanoutError("INTERNAL", `the manifest of ${viewUri} does not list its index files`);
+    }
+    await Promise.all(
+      files.map(async (file) => {
+        const from = `${datasetUri}/${file}`;
+        if (!(await this.#objects.copyIfMissing(from, `${viewUri}/${file}`))) {
+          throw new FanoutError("INTERNAL", `index file ${from} not found`);
+        }
+      }),
+    );
   }
 
   #root(dataset: DatasetLocation): string {
@@ -230,6 +259,13 @@ export class ViewCache {
     return connection;
   }
 }
+
+/**
+ * Index types whose files Lance 8 (lancedb 0.31) opens under the view's own `_indices/` instead
+ * of the dataset the view was cloned from, so a view needs its own copy of the group's files
+ * (server-side on S3, once per view). The others follow the clone's base path.
+ */
+const OWN_INDEX_FILES: ReadonlySet<string> = new Set(["IvfRq"]);
 
 function indexBytes(segments: readonly ManifestSegment[]): number | null {
   let sum = 0;
@@ -261,13 +297,6 @@ async function clone(connection: Connection, name: string, spec: ViewSpec): Prom
   } catch (err) {
     const table = await openIfExists(connection, name);
     if (table) return table;
-    if (isNotFound(err)) {
-      throw new FanoutError(
-        "VERSION_NOT_FOUND",
-        `version ${spec.version} of ${spec.dataset.uri} is gone (cleaned up during the query?)`,
-        { cause: err },
-      );
-    }
     throw err;
   }
 }

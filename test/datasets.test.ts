@@ -6,7 +6,13 @@ import * as lancedb from "@lancedb/lancedb";
 import { describe, expect, test } from "vitest";
 import { FanoutError } from "../shared/errors.js";
 import { vectorSearch } from "../shared/search.js";
-import { makeDataset, nativeSearch, queries, testRuntime } from "./support/fixtures.js";
+import {
+  INDEX_TYPES,
+  makeDataset,
+  nativeSearch,
+  queries,
+  testRuntime,
+} from "./support/fixtures.js";
 
 const [q0 = [], q1 = [], q2 = []] = queries(3, 7);
 
@@ -23,6 +29,29 @@ async function expectCode(promise: Promise<unknown>, code: string): Promise<Fano
   expect((error as FanoutError).code).toBe(code);
   return error as FanoutError;
 }
+
+describe("every vector index type lancedb builds", () => {
+  test.each(INDEX_TYPES)("%s: several segments, every strategy equals native", async (index) => {
+    const ds = await makeDataset({ index, deleteWhere: "id % 11 = 3" });
+    expect(ds.segments).toBeGreaterThanOrEqual(3);
+    const runtime = await testRuntime();
+    const native = await Promise.all(
+      [q0, q1].map((q) => nativeSearch(ds, q, 10, { nprobes: 2, filter: "category < 7" })),
+    );
+    for (const strategy of ["single", "segments", "auto"] as const) {
+      const response = await vectorSearch(
+        { dataset: ds.uri, query: [q0, q1], k: 10, nprobes: 2, filter: "category < 7", strategy },
+        { runtime },
+      );
+      if (strategy === "segments") expect(response.plan.tasks).toBe(ds.segments);
+      for (const [i, hits] of native.entries()) {
+        expect(pairs(response.results.filter((r) => r._query_id === i))).toEqual(
+          hits.map((h) => ({ ...h, distance: expect.closeTo(h.distance, 5) })),
+        );
+      }
+    }
+  });
+});
 
 describe("dataset variants", () => {
   test("stable row ids: row ids are Lance's stable ids and results equal native", async () => {

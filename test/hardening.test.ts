@@ -2,7 +2,7 @@
  * Faults and races, in process: damaged views, versions cleaned up mid-query, a writer churning
  * while queries run, and secrets kept out of errors and logs.
  */
-import { mkdtemp } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
@@ -12,6 +12,9 @@ import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { loadConfig } from "../shared/config.js";
 import { redact } from "../shared/errors.js";
 import { inProcessInvoker } from "../shared/invoker.js";
+import type { Manifest } from "../shared/manifest.js";
+import { readManifest } from "../shared/manifest-store.js";
+import { createObjectStore } from "../shared/objects.js";
 import { createRuntime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import { DIMENSION, makeDataset, nativeSearch, queries, testRuntime } from "./support/fixtures.js";
@@ -81,6 +84,34 @@ describe("versions", () => {
       vectorSearch({ dataset: ds.uri, query: q0, k: 5 }, { runtime }),
     ).resolves.toBeDefined();
   });
+
+  test.each([
+    ["an index file", (m: Manifest) => `_indices/${m.segments[0]?.uuid}/index.idx`],
+    ["a data file", (m: Manifest) => `data/${m.fragments[0]?.files[0]}`],
+  ])(
+    "%s missing from a live version is INTERNAL naming it, not VERSION_NOT_FOUND",
+    async (_, pick) => {
+      const ds = await makeDataset({ rounds: [4000, 2000] });
+      const victim = pick(
+        await readManifest(createObjectStore({ region: "us-east-1" }), ds.uri, ds.version),
+      );
+      await rm(join(ds.uri, victim));
+      const runtime = await testRuntime();
+      const error = await vectorSearch(
+        {
+          dataset: ds.uri,
+          query: q0,
+          k: 5,
+          nprobes: 4,
+          filter: "category > 2",
+          strategy: "single",
+        },
+        { runtime },
+      ).catch((err: unknown) => err);
+      expect(error).toMatchObject({ code: "INTERNAL" });
+      expect((error as Error).message).toContain(victim);
+    },
+  );
 
   test("while a writer appends, deletes, compacts and cleans up, every answer matches native at its version", async () => {
     const ds = await makeDataset({ rounds: [4000, 2000] });

@@ -80,6 +80,26 @@ describe("a dataset on S3", () => {
     expect(await keys("data", "db/")).toEqual(before);
   });
 
+  test("an IVF_RQ index: views get their own copy of the group's index files, answers equal native", async () => {
+    const rq = await makeDataset({
+      db: { uri: "s3://data/db-rq", storageOptions: s3.storageOptions() },
+      index: "ivfRq",
+    });
+    const rqRuntime = createRuntime({ ...runtime.config, allowedDatasets: ["s3://data/db-rq/"] });
+    const before = await keys("data", "db-rq/");
+    const [q0 = []] = queries(1, 6);
+    const response = await vectorSearch(
+      { dataset: rq.uri, query: q0, k: 10, nprobes: 2, strategy: "segments" },
+      { runtime: rqRuntime },
+    );
+    expect(response.plan.tasks).toBe(rq.segments);
+    const native = await nativeSearch(rq, q0, 10, { nprobes: 2 });
+    expect(response.results.map((r) => r._rowid)).toEqual(native.map((h) => h.rowid));
+    const copies = (await keys("data", "fanout-views/")).filter((k) => k.includes("/_indices/"));
+    expect(copies.length).toBe(rq.segments * 2);
+    expect(await keys("data", "db-rq/")).toEqual(before);
+  });
+
   test("S3 answering 500s fails the query with a 5xx and no partial rows; it recovers after", async () => {
     const fresh = createRuntime(runtime.config);
     const request = {
