@@ -6,10 +6,12 @@
  * in s3rver's Koa chain makes object writes behave like S3's: writes to one key are serialised,
  * and a failed `If-None-Match` / `If-Match` precondition answers `412 PreconditionFailed`.
  * s3rver also writes objects in place, so a GET during a PUT saw a truncated object; writes here
- * go to a temporary file that is renamed into place (see {@link hardenStore}).
+ * go to a temporary file that is renamed into place (see {@link hardenStore}). s3rver's listing
+ * loses folders below a common prefix and pages out of S3's order; local/s3-list.ts replaces it.
  *
- * Relies on s3rver internals (`middleware`, `store`, the filesystem store's methods), hence the
- * exact pin of s3rver in package.json; {@link assertInternals} fails fast if they change.
+ * Relies on s3rver internals (`middleware`, `store`, the filesystem store's methods, the list
+ * controller), hence the exact pin of s3rver in package.json; {@link assertInternals} fails fast
+ * if they change.
  * @module
  */
 /// <reference path="./s3rver.d.ts" />
@@ -20,6 +22,7 @@ import { Readable, Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import S3rver from "s3rver";
+import { missingListingInternals, useS3Listing } from "./s3-list.js";
 
 export interface LocalS3Options {
   /** Where s3rver keeps buckets and objects; created when missing. Reused on restart. */
@@ -92,6 +95,7 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
   });
   assertInternals(server);
   hardenStore(server.store);
+  useS3Listing();
   // Koa composes `middleware` when `run()` listens, so entries added now run for every request.
   server.middleware.unshift(conditionalWrites(server.store));
   if (latencyMs > 0) server.middleware.unshift(firstByteDelay(latencyMs));
@@ -150,6 +154,8 @@ function assertInternals(server: S3rver): void {
     typeof store?.putMetadata !== "function" && "store.putMetadata",
     typeof store?.putObject !== "function" && "store.putObject",
     typeof store?.putPart !== "function" && "store.putPart",
+    typeof store?.rootDirectory !== "string" && "store.rootDirectory",
+    ...missingListingInternals(),
   ].filter(Boolean);
   if (missing.length > 0) {
     throw new Error(

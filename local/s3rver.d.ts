@@ -70,12 +70,16 @@ declare module "s3rver" {
       ): Promise<WriteResult>;
     }
 
-    /** The subset of a Koa 2 context used by local middleware. */
+    /** The subset of a Koa 2 context used by local middleware and controllers. */
     interface Context {
       readonly method: string;
       readonly path: string;
       readonly hostname: string;
       readonly query: Readonly<Record<string, string | string[] | undefined>>;
+      /** @koa/router's decoded route parameters (`bucket`, `key`); set for controllers. */
+      readonly params: Readonly<Record<string, string | undefined>>;
+      /** The server's store (Koa's context prototype). */
+      readonly store: FilesystemStore;
       readonly req: IncomingMessage;
       readonly res: ServerResponse;
       status: number;
@@ -103,4 +107,20 @@ declare module "s3rver" {
   }
 
   export = S3rver;
+}
+
+/** lib/controllers/bucket.js: s3rver's router looks `getBucket` (the list controller) up here per request. */
+declare module "s3rver/lib/controllers/bucket.js" {
+  const bucketController: { getBucket: (ctx: import("s3rver").Context) => Promise<void> };
+  export = bucketController;
+}
+
+/** lib/models/error.js: errors of this class become S3 error responses with their status. */
+declare module "s3rver/lib/models/error.js" {
+  class S3Error extends Error {
+    constructor(code: string, message: string, detail?: Readonly<Record<string, string>>);
+    readonly code: string;
+    readonly status: number;
+  }
+  export = S3Error;
 }

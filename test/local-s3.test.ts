@@ -4,9 +4,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   CompleteMultipartUploadCommand,
+  CreateBucketCommand,
   CreateMultipartUploadCommand,
   GetObjectCommand,
   HeadObjectCommand,
+  ListObjectsCommand,
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
@@ -394,6 +396,272 @@ describe("concurrent lancedb writers through the local S3", () => {
       expect(await check.version()).toBe(createdVersion + WRITERS * BATCHES);
     } finally {
       check.close();
+    }
+  });
+});
+
+/** Keys of every shape that trips a filesystem-backed listing, in no particular order. */
+const LISTED_KEYS = [
+  "top",
+  "a-b", // '-' sorts before '/', so before everything under "a/"
+  "a/x",
+  "a/y/z",
+  "a/y/zz/deep",
+  "a/yy",
+  "a.B", // s3rver's file "a.B._S3rver_object" sorts before "a._S3rver_object"
+  "a",
+  "b/1/2/3/4",
+  "c/",
+  "c/d",
+  "n/\uFF21", // UTF-8 EF BC A1: before the emoji, after it in UTF-16 code units
+  "n/\u{1F600}",
+  "n/\u00E9",
+];
+
+interface ListQuery {
+  readonly prefix?: string;
+  readonly delimiter?: string;
+  readonly startAfter?: string;
+}
+
+/** S3's listing, written from its documentation: keys and rolled-up prefixes in UTF-8 order. */
+function expectedEntries(keys: readonly string[], query: ListQuery): string[] {
+  const { prefix = "", delimiter = "", startAfter = "" } = query;
+  const entries = new Set<string>();
+  for (const key of keys) {
+    if (!key.startsWith(prefix)) continue;
+    const at = delimiter === "" ? -1 : key.indexOf(delimiter, prefix.length);
+    entries.add(at === -1 ? key : key.slice(0, at + delimiter.length));
+  }
+  const utf8 = (text: string) => Buffer.from(text, "utf8");
+  return [...entries]
+    .sort((a, b) => Buffer.compare(utf8(a), utf8(b)))
+    .filter((entry) => Buffer.compare(utf8(entry), utf8(startAfter)) > 0);
+}
+
+interface ListedPage {
+  readonly keys: string[];
+  readonly prefixes: string[];
+  readonly truncated: boolean;
+  readonly keyCount?: number;
+}
+
+/** Every page of a ListObjectsV2 listing, following NextContinuationToken. */
+async function listPagesV2(
+  client: S3Client,
+  bucket: string,
+  query: ListQuery & { readonly maxKeys?: number },
+): Promise<ListedPage[]> {
+  const pages: ListedPage[] = [];
+  let token: string | undefined;
+  do {
+    const out = await client.send(
+      new ListObjectsV2Command({
+        Bucket: bucket,
+        Prefix: query.prefix,
+        Delimiter: query.delimiter,
+        StartAfter: token === undefined ? query.startAfter : undefined,
+        MaxKeys: query.maxKeys,
+        ContinuationToken: token,
+      }),
+    );
+    pages.push({
+      keys: (out.Contents ?? []).map((o) => o.Key ?? ""),
+      prefixes: (out.CommonPrefixes ?? []).map((p) => p.Prefix ?? ""),
+      truncated: out.IsTruncated === true,
+      keyCount: out.KeyCount,
+    });
+    token = out.NextContinuationToken;
+    expect(token !== undefined).toBe(out.IsTruncated === true);
+  } while (token !== undefined && pages.length <= LISTED_KEYS.length);
+  return pages;
+}
+
+/** Every page of a ListObjects (V1) listing, following NextMarker (or the last key, as S3 says). */
+async function listPagesV1(
+  client: S3Client,
+  bucket: string,
+  query: Omit<ListQuery, "startAfter"> & { readonly marker?: string; readonly maxKeys?: number },
+): Promise<ListedPage[]> {
+  const pages: ListedPage[] = [];
+  let marker = query.marker;
+  for (;;) {
+    const out = await client.send(
+      new ListObjectsCommand({
+        Bucket: bucket,
+        Prefix: query.prefix,
+        Delimiter: query.delimiter,
+        Marker: marker,
+        MaxKeys: query.maxKeys,
+      }),
+    );
+    const page = {
+      keys: (out.Contents ?? []).map((o) => o.Key ?? ""),
+      prefixes: (out.CommonPrefixes ?? []).map((p) => p.Prefix ?? ""),
+      truncated: out.IsTruncated === true,
+    };
+    pages.push(page);
+    if (!page.truncated || pages.length > LISTED_KEYS.length) return pages;
+    // S3 sends NextMarker only with a delimiter; without one the next marker is the last key.
+    if (query.delimiter) expect(out.NextMarker).toBeDefined();
+    marker = out.NextMarker ?? page.keys.at(-1);
+  }
+}
+
+/** The entries of each page in S3's order (keys and prefixes of one page interleaved). */
+function pageEntries(pages: readonly ListedPage[]): string[][] {
+  return pages.map((page) => expectedEntries([...page.keys, ...page.prefixes], {}));
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out.length > 0 ? out : [[]];
+}
+
+describe("listing the local S3 by folder", () => {
+  const LIST_BUCKET = "listing";
+  let s3: LocalS3;
+  let client: S3Client;
+
+  beforeAll(async () => {
+    s3 = await startLocalS3({ directory: await tempDirectory(), buckets: [LIST_BUCKET] });
+    client = clientFor(s3);
+    for (const key of LISTED_KEYS) {
+      await client.send(new PutObjectCommand({ Bucket: LIST_BUCKET, Key: key, Body: key }));
+    }
+  });
+
+  afterAll(async () => {
+    client?.destroy();
+    await s3?.stop();
+  });
+
+  it("lists the folders and keys at the bucket root with Delimiter /", async () => {
+    const [page, ...more] = await listPagesV2(client, LIST_BUCKET, { delimiter: "/" });
+    expect(more).toEqual([]);
+    expect(page).toEqual({
+      keys: ["a", "a-b", "a.B", "top"],
+      prefixes: ["a/", "b/", "c/", "n/"],
+      truncated: false,
+      keyCount: 8,
+    });
+  });
+
+  it("lists the folders and keys directly under a prefix with Delimiter /", async () => {
+    const [page] = await listPagesV2(client, LIST_BUCKET, { prefix: "a/", delimiter: "/" });
+    expect(page).toEqual({
+      keys: ["a/x", "a/yy"],
+      prefixes: ["a/y/"],
+      truncated: false,
+      keyCount: 3,
+    });
+    const [nested] = await listPagesV2(client, LIST_BUCKET, { prefix: "a/y/", delimiter: "/" });
+    expect(nested).toMatchObject({ keys: ["a/y/z"], prefixes: ["a/y/zz/"] });
+    // A folder with only deeper folders in it, and a key ending in the delimiter.
+    expect(await listPagesV2(client, LIST_BUCKET, { prefix: "b/", delimiter: "/" })).toEqual([
+      { keys: [], prefixes: ["b/1/"], truncated: false, keyCount: 1 },
+    ]);
+    expect(await listPagesV2(client, LIST_BUCKET, { prefix: "c/", delimiter: "/" })).toEqual([
+      { keys: ["c/", "c/d"], prefixes: [], truncated: false, keyCount: 2 },
+    ]);
+  });
+
+  it("lists in UTF-8 byte order, as S3 does", async () => {
+    const [page] = await listPagesV2(client, LIST_BUCKET, { prefix: "n/" });
+    expect(page?.keys).toEqual(["n/\u00E9", "n/\uFF21", "n/\u{1F600}"]);
+    const [all] = await listPagesV2(client, LIST_BUCKET, {});
+    expect(all?.keys).toEqual(expectedEntries(LISTED_KEYS, {}));
+  });
+
+  it("pages through keys and prefixes in order with ListObjectsV2 and any MaxKeys", async () => {
+    for (const query of [
+      { delimiter: "/" },
+      { prefix: "a/", delimiter: "/" },
+      { prefix: "a" },
+      {},
+      { delimiter: "/", startAfter: "a-b" },
+      { delimiter: "/", startAfter: "a/" }, // a prefix given as StartAfter is not listed again
+      { prefix: "a/", delimiter: "/", startAfter: "a/y/z" },
+    ]) {
+      const expected = expectedEntries(LISTED_KEYS, query);
+      for (const maxKeys of [1, 2, 3, 5, 1000]) {
+        const pages = await listPagesV2(client, LIST_BUCKET, { ...query, maxKeys });
+        const where = JSON.stringify({ ...query, maxKeys });
+        expect(pageEntries(pages), where).toEqual(chunks(expected, maxKeys));
+        expect(
+          pages.map((p) => p.keyCount),
+          where,
+        ).toEqual(pages.map((p) => p.keys.length + p.prefixes.length));
+        expect(
+          pages.map((p) => p.truncated),
+          where,
+        ).toEqual(pages.map((_, i) => i < pages.length - 1));
+      }
+    }
+  });
+
+  it("pages through keys and prefixes in order with ListObjects (V1) and any MaxKeys", async () => {
+    for (const query of [
+      { delimiter: "/" },
+      { prefix: "a/", delimiter: "/" },
+      { prefix: "a" },
+      {},
+      { delimiter: "/", marker: "a/" },
+    ]) {
+      const expected = expectedEntries(LISTED_KEYS, { ...query, startAfter: query.marker });
+      for (const maxKeys of [1, 2, 3, 5, 1000]) {
+        const pages = await listPagesV1(client, LIST_BUCKET, { ...query, maxKeys });
+        const where = JSON.stringify({ ...query, maxKeys });
+        expect(pageEntries(pages), where).toEqual(chunks(expected, maxKeys));
+      }
+    }
+  });
+
+  it("answers bad list parameters with 400 InvalidArgument", async () => {
+    for (const bad of [{ ContinuationToken: "not-a-token" }, { MaxKeys: -1 }]) {
+      expect(
+        await failure(client.send(new ListObjectsV2Command({ Bucket: LIST_BUCKET, ...bad }))),
+      ).toEqual({ status: 400, code: "InvalidArgument" });
+    }
+    // A token of another bucket does not continue this one.
+    const other = "other-bucket";
+    await client.send(new CreateBucketCommand({ Bucket: other }));
+    await client.send(new PutObjectCommand({ Bucket: other, Key: "k1", Body: "x" }));
+    await client.send(new PutObjectCommand({ Bucket: other, Key: "k2", Body: "x" }));
+    const { NextContinuationToken } = await client.send(
+      new ListObjectsV2Command({ Bucket: other, MaxKeys: 1 }),
+    );
+    expect(NextContinuationToken).toBeDefined();
+    expect(
+      await failure(
+        client.send(
+          new ListObjectsV2Command({
+            Bucket: LIST_BUCKET,
+            ContinuationToken: NextContinuationToken,
+          }),
+        ),
+      ),
+    ).toEqual({ status: 400, code: "InvalidArgument" });
+  });
+
+  it("lets lancedb list the tables of a database (and not those of a nested one)", async () => {
+    const storageOptions = s3.storageOptions();
+    const db = await lancedb.connect(`s3://${LIST_BUCKET}/db`, { storageOptions });
+    const nested = await lancedb.connect(`s3://${LIST_BUCKET}/db/nested`, { storageOptions });
+    try {
+      for (const [connection, name] of [
+        [db, "alpha"],
+        [db, "beta"],
+        [nested, "inner"],
+      ] as const) {
+        (await connection.createTable(name, [{ id: 1, vector: vector(1) }])).close();
+      }
+      expect(await db.tableNames()).toEqual(["alpha", "beta"]);
+      expect(await nested.tableNames()).toEqual(["inner"]);
+    } finally {
+      db.close();
+      nested.close();
     }
   });
 });
