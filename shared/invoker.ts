@@ -4,11 +4,15 @@
  * @module
  */
 import { availableParallelism } from "node:os";
-import { decodeCandidates } from "./codec.js";
-import { materialize, mergeCandidates } from "./merge.js";
+import { decodeCandidates, decodeVectors, type QueryCandidates } from "./codec.js";
+import { FanoutError } from "./errors.js";
+import { notFoundError } from "./manifest-store.js";
+import { type Hit, materialize, mergeCandidates } from "./merge.js";
+import { rescore } from "./refine.js";
 import type { Runtime } from "./runtime.js";
 import { searchSegments } from "./segment-search.js";
 import type { ExecutionProfile } from "./strategy.js";
+import { isNotFound, type Table } from "./tables.js";
 import type { MergeInput, MergeOutput, SegmentTask, TaskCandidates } from "./tasks.js";
 
 export interface Invoker {
@@ -22,11 +26,41 @@ export interface Invoker {
 
 /** The merge step itself, shared by the in-process invoker and the merge function. */
 export async function runMerge(input: MergeInput, runtime: Runtime): Promise<MergeOutput> {
-  const hits = mergeCandidates(input.candidates.map(decodeCandidates), input);
-  const table = input.select?.length
-    ? await runtime.tables.at(runtime.resolveDataset(input.dataset), input.version)
-    : undefined;
-  return { results: await materialize(hits, input.select, table) };
+  const location = runtime.resolveDataset(input.dataset);
+  try {
+    const pinned = () => runtime.tables.at(location, input.version);
+    const lists = input.candidates.map(decodeCandidates);
+    if (input.refine) lists.push(await refined(input, input.refine, await pinned()));
+    const hits = mergeCandidates(lists, input);
+    const table = input.select?.length ? await pinned() : undefined;
+    return { results: await materialize(hits, input.select, table) };
+  } catch (err) {
+    if (err instanceof FanoutError || !isNotFound(err)) throw err;
+    throw await notFoundError(err, runtime.objects, location.uri, input.version);
+  }
+}
+
+/** The global top `refine.limit` index candidates of each query, with exact distances. */
+function refined(
+  input: MergeInput,
+  refine: NonNullable<MergeInput["refine"]>,
+  table: Table,
+): Promise<QueryCandidates[]> {
+  const global = mergeCandidates(refine.candidates.map(decodeCandidates), {
+    k: refine.limit,
+    offset: 0,
+    queryOffset: 0,
+    queryCount: input.queryCount,
+  });
+  const perQuery = Array.from({ length: input.queryCount }, (): Hit[] => []);
+  for (const hit of global) perQuery[hit.queryId]?.push(hit);
+  return rescore({
+    table,
+    column: refine.column,
+    metric: refine.metric,
+    queries: decodeVectors(refine.queries),
+    candidates: perQuery,
+  });
 }
 
 /** Calls the shared modules directly, in this process. */

@@ -28,6 +28,19 @@ export interface SearchPlan {
   readonly estimatedMs: number;
   /** Live rows left out (coverage "indexed-only"); 0 when the answer covers every row. */
   readonly unsearchedRows: number;
+  /** Where index candidates get exact distances, if anywhere (see {@link refinePlacement}). */
+  readonly refine: Refine | undefined;
+}
+
+/**
+ * Lance's refine step: the top (k + offset) × factor candidates by index distance over every
+ * segment get exact distances. A task that alone sees every row of its queries does it as
+ * native Lance would; otherwise the merge does it once on the global candidates, so the answer
+ * does not depend on how the segments were grouped.
+ */
+export interface Refine {
+  readonly where: "task" | "merge";
+  readonly factor: number;
 }
 
 export async function plan(
@@ -84,7 +97,8 @@ export async function plan(
           : [],
     queries: request.queries.length,
     dimension: index.dimension,
-    limit: request.k + (request.offset ?? 0),
+    // Candidates per query a task may answer: the most, when the merge refines.
+    limit: (request.k + (request.offset ?? 0)) * (request.refineFactor ?? 1),
     maxTasks: Math.max(
       1,
       Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks) - flat.length,
@@ -95,6 +109,7 @@ export async function plan(
     profile,
   });
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
+  const indexGroups = indexed ? split.groups.length : 0;
   return {
     dataset: location.uri,
     version,
@@ -110,7 +125,22 @@ export async function plan(
     chunks: split.chunks,
     estimatedMs: split.estimatedMs,
     unsearchedRows: coverage === "indexed-only" ? unindexedRows : 0,
+    refine: refinePlacement(indexGroups, flat.length > 0, request.refineFactor),
   };
+}
+
+/**
+ * Where the refine step runs. Beside a flat group Lance re-scores the index candidates exactly
+ * even without a refine factor (a factor of 1), so both kinds rank on one scale.
+ */
+export function refinePlacement(
+  indexGroups: number,
+  flat: boolean,
+  refineFactor: number | undefined,
+): Refine | undefined {
+  const factor = refineFactor ?? (flat && indexGroups > 0 ? 1 : undefined);
+  if (factor === undefined || indexGroups === 0) return undefined;
+  return { where: indexGroups === 1 && !flat ? "task" : "merge", factor };
 }
 
 /**
@@ -137,9 +167,8 @@ export function tasksOf(
   request: ValidSearchRequest,
   requestId: string,
 ): SegmentTask[] {
-  // Lance re-scores ANN candidates exactly when it unions them with a flat search; a refine step
-  // gives indexed candidates the same exact distances, so both kinds rank on one scale.
-  const exactDistances = searchPlan.groups.some((g) => g.kind === "flat");
+  const { refine } = searchPlan;
+  const limit = request.k + (request.offset ?? 0);
   return searchPlan.chunks.flatMap(([start, end], chunk) => {
     const queries = encodeVectors(request.queries.slice(start, end));
     return searchPlan.groups.map((group, i) => ({
@@ -155,10 +184,11 @@ export function tasksOf(
       segments: [...group.segments],
       fragments: [...group.fragments],
       queries,
-      limit: request.k + (request.offset ?? 0),
+      // Refined in the merge: the task answers its share of the global top limit × factor.
+      limit: group.kind === "index" && refine?.where === "merge" ? limit * refine.factor : limit,
       filter: request.filter,
       nprobes: request.nprobes,
-      refineFactor: exactDistances ? (request.refineFactor ?? 1) : request.refineFactor,
+      refineFactor: group.kind === "index" && refine?.where === "task" ? refine.factor : undefined,
     }));
   });
 }

@@ -13,6 +13,8 @@ export const LIMITS = {
   maxDimension: 65_536,
   maxNprobes: 65_536,
   maxRefineFactor: 1_000,
+  /** Candidates per query a task may return: (k + offset) × refineFactor. */
+  maxCandidates: 100_000,
   maxTasks: 1_000,
   maxTimeoutMs: 900_000,
   maxFilterLength: 16_384,
@@ -78,6 +80,10 @@ export const searchRequestSchema = z
   .refine((r) => r.k + (r.offset ?? 0) <= LIMITS.maxK, {
     message: `k + offset must be at most ${LIMITS.maxK}`,
     path: ["offset"],
+  })
+  .refine((r) => (r.k + (r.offset ?? 0)) * (r.refineFactor ?? 1) <= LIMITS.maxCandidates, {
+    message: `(k + offset) × refineFactor must be at most ${LIMITS.maxCandidates}`,
+    path: ["refineFactor"],
   })
   .refine((r) => !Array.isArray(r.query[0]) || isRectangular(r.query as number[][]), {
     message: "every query vector must have the same dimension",

@@ -3,7 +3,12 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
-import { decodeCandidates, type EncodedCandidates, encodeCandidates } from "./codec.js";
+import {
+  decodeCandidates,
+  type EncodedCandidates,
+  encodeCandidates,
+  encodeVectors,
+} from "./codec.js";
 import { FanoutError, toFanoutError } from "./errors.js";
 import { type Invoker, inProcessInvoker, runMerge } from "./invoker.js";
 import { isMissingObject } from "./manifest-store.js";
@@ -156,22 +161,44 @@ function mergeInputs(
     offset: request.offset ?? 0,
     select: request.select,
   };
+  const { refine, index } = searchPlan;
+  // Index candidates are re-scored in the merge; the rest already have their final distances.
+  const rescored = (c: TaskCandidates) =>
+    refine?.where === "merge" && searchPlan.groups[c.group]?.kind === "index";
+  /** The merge of queries [start, end) of chunk `chunk`. */
+  const inputOf = (chunk: number, start: number, end: number): MergeInput => {
+    const [chunkStart = 0, chunkEnd = 0] = searchPlan.chunks[chunk] ?? [];
+    const part = (list: EncodedCandidates) =>
+      start === chunkStart && end === chunkEnd
+        ? list
+        : encodeCandidates(decodeCandidates(list).slice(start - chunkStart, end - chunkStart));
+    const lists = (kind: boolean) =>
+      candidates
+        .filter((c) => c.chunk === chunk && rescored(c) === kind)
+        .map((c) => part(c.candidates));
+    return {
+      ...base,
+      queryOffset: start,
+      queryCount: end - start,
+      candidates: lists(false),
+      ...(refine?.where === "merge" && {
+        refine: {
+          column: index.column,
+          metric: index.metric,
+          limit: (base.k + base.offset) * refine.factor,
+          queries: encodeVectors(request.queries.slice(start, end)),
+          candidates: lists(true),
+        },
+      }),
+    };
+  };
   return searchPlan.chunks.flatMap(([start, end], chunk) => {
-    const lists = candidates.filter((c) => c.chunk === chunk).map((c) => c.candidates);
-    const input = { ...base, queryOffset: start, queryCount: end - start, candidates: lists };
+    const input = inputOf(chunk, start, end);
     if (!Number.isFinite(invoker.profile.maxPayloadBytes)) return [input];
     const bytes = payloadBytes(input);
     if (bytes <= invoker.profile.maxPayloadBytes * 0.9 || end - start === 1) return [input];
     const parts = Math.ceil(bytes / (invoker.profile.maxPayloadBytes * 0.8));
-    const decoded = lists.map(decodeCandidates);
-    return chunkRanges(end - start, parts).map(([a, b]) => ({
-      ...base,
-      queryOffset: start + a,
-      queryCount: b - a,
-      candidates: decoded.map(
-        (perQuery): EncodedCandidates => encodeCandidates(perQuery.slice(a, b)),
-      ),
-    }));
+    return chunkRanges(end - start, parts).map(([a, b]) => inputOf(chunk, start + a, start + b));
   });
 }
 
@@ -181,7 +208,7 @@ function mergeInputs(
  * lists, or `select` columns to read from the dataset) runs in the merge function.
  */
 function mergesHere(input: MergeInput): boolean {
-  return input.candidates.length === 1 && !input.select?.length;
+  return input.candidates.length === 1 && !input.refine && !input.select?.length;
 }
 
 /** All tasks' candidates, or one error naming every failed group (never a partial answer). */

@@ -38,8 +38,8 @@ export const segmentTaskSchema = z.strictObject({
   segments: z.array(uuid),
   fragments: z.array(count).min(1),
   queries: encodedVectorsSchema,
-  /** Candidates per query: k + offset. */
-  limit: z.number().int().min(1).max(LIMITS.maxK),
+  /** Candidates per query: k + offset, times the refine factor when the merge refines. */
+  limit: z.number().int().min(1).max(LIMITS.maxCandidates),
   filter: z.string().min(1).optional(),
   nprobes: z.number().int().min(1).max(LIMITS.maxNprobes).optional(),
   refineFactor: z.number().int().min(1).max(LIMITS.maxRefineFactor).optional(),
@@ -70,7 +70,21 @@ export const mergeInputSchema = z.strictObject({
   queryOffset: z.number().int().min(0).max(LIMITS.maxQueries),
   queryCount: z.number().int().min(1).max(LIMITS.maxQueries),
   select: z.array(z.string().min(1)).optional(),
+  /** Candidate lists with final distances (exact, or approximate when nothing is refined). */
   candidates: z.array(encodedCandidatesSchema),
+  /** Index candidates to re-score once, as Lance's refine step does (see shared/refine.ts). */
+  refine: z
+    .strictObject({
+      column: z.string().min(1),
+      metric: z.enum(DISTANCE_TYPES),
+      /** Candidates per query re-scored: the global top (k + offset) × refineFactor. */
+      limit: z.number().int().min(1).max(LIMITS.maxCandidates),
+      /** The range's query vectors. */
+      queries: encodedVectorsSchema,
+      /** Index tasks' candidate lists, by index distance. */
+      candidates: z.array(encodedCandidatesSchema),
+    })
+    .optional(),
 });
 export type MergeInput = z.infer<typeof mergeInputSchema>;
 

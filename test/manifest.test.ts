@@ -399,8 +399,8 @@ describe("parseManifest on synthetic files", () => {
       { id: 1, parentId: -1, name: "vector", logicalType: "fixed_size_list:float:16" },
     ]);
     expect(m.fragments).toEqual([
-      { id: 0, physicalRows: 100, deletedRows: 0, liveRows: 100 },
-      { id: 2, physicalRows: 50, deletedRows: 7, liveRows: 43 },
+      { id: 0, physicalRows: 100, deletedRows: 0, liveRows: 100, files: [] },
+      { id: 2, physicalRows: 50, deletedRows: 7, liveRows: 43, files: [] },
     ]);
     expect(m.segments).toEqual([
       {
@@ -413,19 +413,21 @@ describe("parseManifest on synthetic files", () => {
         metric: "l2",
         indexVersion: 1,
         sizeBytes: null,
+        files: [],
       },
     ]);
     expect(m.hasFragmentReuseIndex).toBe(false);
     expect([...liveFragmentIds(m)]).toEqual([0, 2]);
   });
 
-  it("sums the segment's index file sizes (field 10), beyond 2^32", () => {
+  it("lists the segment's index files and sums their sizes (field 10), beyond 2^32", () => {
     const files = [
       { path: "index.idx", size_bytes: 5_000_000_000 },
       { path: "auxiliary.idx", size_bytes: 1234 },
     ];
     const m = parseManifest(frame(synthManifest(), [synthIndex({ files })]));
     expect(m.segments[0]?.sizeBytes).toBe(5_000_001_234);
+    expect(m.segments[0]?.files).toEqual(["index.idx", "auxiliary.idx"]);
   });
 
   it("has no segments when index_section is absent, even though an index block precedes it", () => {
@@ -746,6 +748,13 @@ describe("parseManifest on datasets written by lancedb", () => {
       expect(s.fragmentIds?.length).toBeGreaterThan(0);
       // What a view's prewarm budget counts: the bytes of the segment's directory.
       expect(s.sizeBytes).toBe(directoryBytes(path.join(tableDir, "_indices", s.uuid)));
+      expect([...s.files].sort()).toEqual(
+        readdirSync(path.join(tableDir, "_indices", s.uuid)).sort(),
+      );
+    }
+    for (const f of m.fragments) {
+      expect(f.files.length).toBeGreaterThan(0);
+      for (const file of f.files) expect(existsSync(path.join(tableDir, "data", file))).toBe(true);
     }
     expect(new Set(segs.map((s) => s.uuid)).size).toBe(segs.length);
 

@@ -216,7 +216,7 @@ describe("a dataset with several uneven index segments", () => {
 });
 
 describe("many identical vectors", () => {
-  test("ties still give exactly k rows, and every task returns at most k per query", async () => {
+  test("ties still give exactly k rows, and every task returns at most k × refineFactor per query", async () => {
     const tied = await makeDataset({ tiedVector: Array(16).fill(0.5), tiedEvery: 3 });
     const tasks: number[] = [];
     const base = await testRuntime();
@@ -243,7 +243,8 @@ describe("many identical vectors", () => {
     expect(response.results.filter((r) => r._query_id === 0)).toHaveLength(7);
     expect(response.results.filter((r) => r._query_id === 1)).toHaveLength(7);
     expect(tasks.length).toBe(2 * response.plan.tasks);
-    for (const n of tasks) expect(n).toBeLessThanOrEqual(7);
+    // Several tasks: the merge refines the global top 7 × 2, each task answers its share of it.
+    for (const n of tasks) expect(n).toBeLessThanOrEqual(7 * 2);
     // Equal distances are ordered by row id: the 7 smallest row ids of the whole dataset.
     // Which of the tied rows a segment returns is Lance's choice; the distances are not.
     const first = response.results.filter((r) => r._query_id === 0);

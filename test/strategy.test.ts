@@ -124,6 +124,29 @@ describe("strategies on a real dataset", () => {
       expect(strip(answer)).toEqual(strip(answers[0] as SearchResponse));
   });
 
+  test("with refineFactor the answer does not depend on the plan and equals native's", async () => {
+    const request = { dataset: ds.uri, query: QUERIES, k: 10, nprobes: 4, refineFactor: 5 };
+    const native = await Promise.all(
+      QUERIES.map((q) => nativeSearch(ds, q, 10, { nprobes: 4, refineFactor: 5 })),
+    );
+    const widths = [1, 2, 4, ds.segments];
+    const answers = await Promise.all(
+      widths.map((maxTasks) =>
+        vectorSearch({ ...request, strategy: "segments", maxTasks }, { runtime }),
+      ),
+    );
+    expect(answers.map((a) => a.plan.tasks)).toEqual(widths);
+    for (const answer of answers) {
+      expect(strip(answer)).toEqual(strip(answers[0] as SearchResponse));
+      for (const [i, hits] of native.entries()) {
+        const rows = answer.results.filter((r) => r._query_id === i);
+        expect(rows.map((r) => [r._rowid, r._distance])).toEqual(
+          hits.map((h) => [h.rowid, h.distance]),
+        );
+      }
+    }
+  });
+
   test("offset pages through the ranking", async () => {
     const request = { dataset: ds.uri, query: QUERIES.slice(0, 3), nprobes: 2 };
     const all = await vectorSearch({ ...request, k: 20 }, { runtime });
@@ -184,32 +207,39 @@ describe("strategies on a real dataset", () => {
     expect(await readdir(fresh.config.localViewRoot)).toEqual([]);
   });
 
-  test("a large query matrix is merged in a tree of merges, never refused", async () => {
-    const many = queries(300, 5);
-    const unlimited = await vectorSearch(
-      { dataset: ds.uri, query: many, k: 50, strategy: "segments" },
-      { runtime },
-    );
-    const merges: number[] = [];
-    const base = inProcessInvoker(runtime);
-    const small = {
-      ...base,
-      profile: { ...base.profile, maxPayloadBytes: 200_000 },
-      merge: (input: Parameters<typeof base.merge>[0]) => {
-        merges.push(input.queryCount);
-        expect(Buffer.byteLength(JSON.stringify(input))).toBeLessThan(200_000);
-        return base.merge(input);
-      },
-    };
-    const tree = await vectorSearch(
-      { dataset: ds.uri, query: many, k: 50, strategy: "segments" },
-      { runtime, invoker: small },
-    );
-    expect(merges.length).toBeGreaterThan(1);
-    expect(merges.reduce((a, b) => a + b, 0)).toBe(300);
-    expect(strip(tree)).toEqual(strip(unlimited));
-    expect(tree.results).toHaveLength(300 * 50);
-  });
+  test.each([
+    ["", undefined],
+    [" (refined in the merges)", 2],
+  ])(
+    "a large query matrix is merged in a tree of merges, never refused%s",
+    async (_, refineFactor) => {
+      const many = queries(300, 5);
+      const request = {
+        dataset: ds.uri,
+        query: many,
+        k: 50,
+        strategy: "segments",
+        refineFactor,
+      } as const;
+      const unlimited = await vectorSearch(request, { runtime });
+      const merges: number[] = [];
+      const base = inProcessInvoker(runtime);
+      const small = {
+        ...base,
+        profile: { ...base.profile, maxPayloadBytes: 200_000 },
+        merge: (input: Parameters<typeof base.merge>[0]) => {
+          merges.push(input.queryCount);
+          expect(Buffer.byteLength(JSON.stringify(input))).toBeLessThan(200_000);
+          return base.merge(input);
+        },
+      };
+      const tree = await vectorSearch(request, { runtime, invoker: small });
+      expect(merges.length).toBeGreaterThan(1);
+      expect(merges.reduce((a, b) => a + b, 0)).toBe(300);
+      expect(strip(tree)).toEqual(strip(unlimited));
+      expect(tree.results).toHaveLength(300 * 50);
+    },
+  );
 });
 
 describe("coverage of unindexed fragments", () => {

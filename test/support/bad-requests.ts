@@ -89,6 +89,11 @@ export function badRequests(valid: Record<string, unknown>, bucket: string): Bad
     ["nprobes zero", { ...valid, nprobes: 0 }, "INVALID_REQUEST"],
     ["nprobes fractional", { ...valid, nprobes: 2.5 }, "INVALID_REQUEST"],
     ["refineFactor zero", { ...valid, refineFactor: 0 }, "INVALID_REQUEST"],
+    [
+      "(k + offset) × refineFactor over 100,000",
+      { ...valid, k: 100, offset: 1, refineFactor: 1000 },
+      "INVALID_REQUEST",
+    ],
     ["maxTasks zero", { ...valid, maxTasks: 0 }, "INVALID_REQUEST"],
     ["timeoutMs zero", { ...valid, timeoutMs: 0 }, "INVALID_REQUEST"],
     ["version zero", { ...valid, version: 0 }, "INVALID_REQUEST"],
