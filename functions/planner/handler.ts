@@ -14,6 +14,7 @@ import {
   errorResponse,
   isHttpEvent,
   jsonResponse,
+  NEGOTIATED,
   parseHttpBody,
   wantsArrow,
 } from "../common/http.js";
@@ -51,9 +52,10 @@ export async function handler(event: unknown, context?: { awsRequestId?: string 
     try {
       const request = parseHttpBody(event);
       const response = await search(request, requestId);
-      return wantsArrow(event) && "results" in response
-        ? arrowResponse(response, (request as SearchRequest).select)
-        : jsonResponse(200, response);
+      if (!wantsArrow(event) || !("results" in response)) {
+        return jsonResponse(200, response, NEGOTIATED);
+      }
+      return arrowResponse(response, (request as SearchRequest).select);
     } catch (err) {
       return errorResponse(err);
     }
