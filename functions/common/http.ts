@@ -4,6 +4,7 @@
  * @module
  */
 
+import type { Schema } from "apache-arrow";
 import { ARROW_STREAM, resultsToIpc } from "../../shared/arrow.js";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
 import { MAX_PAYLOAD_BYTES, type SearchResponse } from "../../shared/search.js";
@@ -74,8 +75,15 @@ export function wantsArrow(event: HttpEvent): boolean {
   );
 }
 
-/** The results as an Arrow IPC stream; the version and plan travel in headers. */
-export function arrowResponse(response: SearchResponse, select?: readonly string[]): HttpResponse {
+/**
+ * The results as an Arrow IPC stream, `select` columns typed by `schema` (the dataset's, at the
+ * answer's version); the version and plan travel in headers.
+ */
+export function arrowResponse(
+  response: SearchResponse,
+  select?: readonly string[],
+  schema?: Schema,
+): HttpResponse {
   return {
     statusCode: 200,
     headers: {
@@ -84,7 +92,7 @@ export function arrowResponse(response: SearchResponse, select?: readonly string
       "x-lance-fanout-version": String(response.version),
       "x-lance-fanout-tasks": String(response.plan.tasks),
     },
-    body: Buffer.from(resultsToIpc(response.results, select)).toString("base64"),
+    body: Buffer.from(resultsToIpc(response.results, select, schema)).toString("base64"),
     isBase64Encoded: true,
   };
 }

@@ -46,6 +46,16 @@ async function search(request: unknown, requestId: string): Promise<SearchRespon
   }
 }
 
+/**
+ * The dataset's schema at the answer's version, which types the `select` columns of an Arrow
+ * answer: read from the table the planner pinned for the search, so nothing is opened again.
+ */
+async function selectSchema(dataset: string, version: number, select: readonly string[]) {
+  if (select.length === 0) return undefined;
+  const runtime = defaultRuntime();
+  return runtime.tables.schemaAt(runtime.resolveDataset(dataset), version);
+}
+
 export async function handler(event: unknown, context?: { awsRequestId?: string }) {
   const requestId = context?.awsRequestId ?? randomUUID();
   if (isHttpEvent(event)) {
@@ -55,7 +65,8 @@ export async function handler(event: unknown, context?: { awsRequestId?: string 
       if (!wantsArrow(event) || !("results" in response)) {
         return jsonResponse(200, response, NEGOTIATED);
       }
-      return arrowResponse(response, (request as SearchRequest).select);
+      const { dataset, select = [] } = request as SearchRequest;
+      return arrowResponse(response, select, await selectSchema(dataset, response.version, select));
     } catch (err) {
       return errorResponse(err);
     }
