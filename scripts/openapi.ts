@@ -165,7 +165,7 @@ export function openApiDocument() {
                 [ARROW_STREAM]: {
                   schema: { type: "string", format: "binary" },
                   description:
-                    "with `Accept: application/vnd.apache.arrow.stream`: the results as an Arrow IPC stream",
+                    "when `Accept` prefers it to `application/json` by q-value: the results as an Arrow IPC stream, `select` columns with the dataset's own types",
                 },
               },
             },

@@ -4,6 +4,7 @@
  * @module
  */
 import * as lancedb from "@lancedb/lancedb";
+import type { Schema } from "apache-arrow";
 import { LRUCache } from "lru-cache";
 import type { S3Config } from "./config.js";
 import { type DatasetLocation, storageOptions } from "./dataset.js";
@@ -82,6 +83,15 @@ export class TableCache {
       this.#pinned.set(key, table);
     }
     return table;
+  }
+
+  /**
+   * The dataset's Arrow schema at `version`, from the pinned handle the search used (no new
+   * open while it is cached). Built by lancedb's apache-arrow instance, not necessarily the
+   * caller's (see shared/arrow-fields.ts).
+   */
+  async schemaAt(location: DatasetLocation, version: number): Promise<Schema> {
+    return (await this.at(location, version)).schema();
   }
 
   async #openAt(location: DatasetLocation, version: number): Promise<Table> {

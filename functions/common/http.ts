@@ -4,9 +4,11 @@
  * @module
  */
 
+import type { Schema } from "apache-arrow";
 import { ARROW_STREAM, resultsToIpc } from "../../shared/arrow.js";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
 import { MAX_PAYLOAD_BYTES, type SearchResponse } from "../../shared/search.js";
+import { preferredMediaType } from "./accept.js";
 
 export interface HttpEvent {
   readonly version: "2.0";
@@ -48,29 +50,49 @@ export function parseHttpBody(event: HttpEvent): unknown {
   }
 }
 
-export function jsonResponse(statusCode: number, body: unknown): HttpResponse {
+export function jsonResponse(
+  statusCode: number,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): HttpResponse {
   return {
     statusCode,
-    headers: { "content-type": "application/json" },
+    headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify(body),
   };
 }
 
-/** Whether the caller asked for an Arrow IPC stream (`Accept: application/vnd.apache.arrow.stream`). */
+/** An answer chosen by `Accept`, for caches. */
+export const NEGOTIATED = { vary: "accept" } as const;
+
+/**
+ * Whether `Accept` prefers an Arrow IPC stream to JSON, by q-value (see
+ * {@link preferredMediaType}): JSON on a tie, with no `Accept`, or when it accepts neither.
+ */
 export function wantsArrow(event: HttpEvent): boolean {
-  return (event.headers?.accept ?? "").toLowerCase().includes(ARROW_STREAM);
+  return (
+    preferredMediaType(event.headers?.accept, ["application/json", ARROW_STREAM]) === ARROW_STREAM
+  );
 }
 
-/** The results as an Arrow IPC stream; the version and plan travel in headers. */
-export function arrowResponse(response: SearchResponse, select?: readonly string[]): HttpResponse {
+/**
+ * The results as an Arrow IPC stream, `select` columns typed by `schema` (the dataset's, at the
+ * answer's version); the version and plan travel in headers.
+ */
+export function arrowResponse(
+  response: SearchResponse,
+  select?: readonly string[],
+  schema?: Schema,
+): HttpResponse {
   return {
     statusCode: 200,
     headers: {
       "content-type": ARROW_STREAM,
+      ...NEGOTIATED,
       "x-lance-fanout-version": String(response.version),
       "x-lance-fanout-tasks": String(response.plan.tasks),
     },
-    body: Buffer.from(resultsToIpc(response.results, select)).toString("base64"),
+    body: Buffer.from(resultsToIpc(response.results, select, schema)).toString("base64"),
     isBase64Encoded: true,
   };
 }

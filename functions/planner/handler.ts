@@ -14,6 +14,7 @@ import {
   errorResponse,
   isHttpEvent,
   jsonResponse,
+  NEGOTIATED,
   parseHttpBody,
   wantsArrow,
 } from "../common/http.js";
@@ -45,15 +46,27 @@ async function search(request: unknown, requestId: string): Promise<SearchRespon
   }
 }
 
+/**
+ * The dataset's schema at the answer's version, which types the `select` columns of an Arrow
+ * answer: read from the table the planner pinned for the search, so nothing is opened again.
+ */
+async function selectSchema(dataset: string, version: number, select: readonly string[]) {
+  if (select.length === 0) return undefined;
+  const runtime = defaultRuntime();
+  return runtime.tables.schemaAt(runtime.resolveDataset(dataset), version);
+}
+
 export async function handler(event: unknown, context?: { awsRequestId?: string }) {
   const requestId = context?.awsRequestId ?? randomUUID();
   if (isHttpEvent(event)) {
     try {
       const request = parseHttpBody(event);
       const response = await search(request, requestId);
-      return wantsArrow(event) && "results" in response
-        ? arrowResponse(response, (request as SearchRequest).select)
-        : jsonResponse(200, response);
+      if (!wantsArrow(event) || !("results" in response)) {
+        return jsonResponse(200, response, NEGOTIATED);
+      }
+      const { dataset, select = [] } = request as SearchRequest;
+      return arrowResponse(response, select, await selectSchema(dataset, response.version, select));
     } catch (err) {
       return errorResponse(err);
     }

@@ -173,3 +173,107 @@ export async function nativeSearch(
     table.close();
   }
 }
+
+/** The columns of {@link makeTypedDataset} besides `vector`, one per kind of Arrow type. */
+export const TYPED_COLUMNS = ["id", "big", "label", "score", "flag", "at", "day", "counts"];
+
+/**
+ * A dataset whose columns JSON cannot carry by itself: 64-bit integers past 2^53, a `Uint64`
+ * near 2^64, microsecond timestamps with sub-millisecond parts, nulls, a list of `Int64`, and
+ * the indexed `FixedSizeList<Float32>` vector. Built from Arrow data directly,
+ * since lancedb's row conversion would infer other types.
+ */
+export async function makeTypedDataset(
+  options: Pick<DatasetOptions, "db" | "seed"> = {},
+): Promise<Dataset> {
+  const dir = options.db?.uri ?? (await mkdtemp(join(tmpdir(), "fanout-typed-")));
+  const storageOptions = options.db?.storageOptions ?? {};
+  const next = random(options.seed ?? 7);
+  const a = arrow;
+  const schema = new a.Schema([
+    new a.Field(
+      "vector",
+      new a.FixedSizeList(DIMENSION, new a.Field("item", new a.Float32(), true)),
+      false,
+    ),
+    new a.Field("id", new a.Int64(), false),
+    new a.Field("big", new a.Uint64(), true),
+    new a.Field("label", new a.Utf8(), true),
+    new a.Field("score", new a.Float32(), false),
+    new a.Field("flag", new a.Bool(), true),
+    new a.Field("at", new a.TimestampMicrosecond("UTC"), true),
+    new a.Field("day", new a.DateDay(), false),
+    new a.Field("counts", new a.List(new a.Field("item", new a.Int64(), true)), true),
+  ]);
+  let row = 0;
+  const batch = (n: number) => {
+    const ids = Array.from({ length: n }, () => row++);
+    const column = (type: import("apache-arrow").DataType, values: unknown[]) =>
+      a.vectorFromArray(values, type).data[0] as import("apache-arrow").Data;
+    // Arrow's timestamp builder takes milliseconds as floats: build microseconds as Int64.
+    const micros = column(
+      new a.Int64(),
+      ids.map((i) => (i % 5 === 0 ? null : 1_700_000_000_000_000n + BigInt(i) * 1_234_567n)),
+    );
+    const at = a.makeData({
+      type: new a.TimestampMicrosecond("UTC"),
+      length: n,
+      nullCount: micros.nullCount,
+      nullBitmap: micros.nullBitmap,
+      data: micros.values,
+    });
+    const children = [
+      column(
+        schema.fields[0]?.type as import("apache-arrow").DataType,
+        ids.map(() => Array.from({ length: DIMENSION }, () => next())),
+      ),
+      column(
+        new a.Int64(),
+        ids.map((i) => 2n ** 53n + BigInt(i)),
+      ),
+      column(
+        new a.Uint64(),
+        ids.map((i) => (i % 7 === 0 ? null : 2n ** 64n - 1n - BigInt(i))),
+      ),
+      column(
+        new a.Utf8(),
+        ids.map((i) => (i % 3 === 0 ? null : `label ${i % 11}`)),
+      ),
+      column(
+        new a.Float32(),
+        ids.map(() => next() * 100),
+      ),
+      column(
+        new a.Bool(),
+        ids.map((i) => (i % 4 === 0 ? null : i % 2 === 0)),
+      ),
+      at,
+      column(
+        new a.DateDay(),
+        ids.map((i) => Date.UTC(2024, 0, 1 + (i % 400))),
+      ),
+      column(
+        schema.fields[8]?.type as import("apache-arrow").DataType,
+        ids.map((i) => (i % 6 === 0 ? null : [BigInt(i), -(2n ** 62n)])),
+      ),
+    ];
+    const struct = a.makeData({ type: new a.Struct(schema.fields), length: n, children });
+    return new a.Table([new a.RecordBatch(schema, struct)]);
+  };
+  const db = await lancedb.connect(dir, { storageOptions });
+  const table = await db.createTable("items", batch(1200));
+  await table.createIndex("vector", {
+    config: lancedb.Index.ivfPq({ numPartitions: 2, numSubVectors: 4 }),
+  });
+  await table.add(batch(800));
+  await table.optimize();
+  return {
+    uri: `${dir}/items.lance`,
+    dir,
+    table,
+    version: await table.version(),
+    segments: (await table.listIndices())[0]?.numSegments ?? 0,
+    vectorColumn: "vector",
+    storageOptions,
+  };
+}
