@@ -2,7 +2,6 @@
  * What each `fanout` subcommand does; scripts/fanout.ts only parses arguments.
  * @module
  */
-import { readFileSync } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
@@ -11,63 +10,48 @@ import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, localEnv, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { storageOptions } from "../shared/dataset.js";
-import { isErrorBody } from "../shared/errors.js";
+import { FanoutError, fromErrorBody, isErrorBody } from "../shared/errors.js";
 import {
   planSearch,
   type SearchRequest,
   type SearchResponse,
   vectorSearch,
 } from "../shared/index.js";
-
-interface RequestOptions {
-  dataset: string;
-  query?: string;
-  k: number;
-  column?: string;
-  indexName?: string;
-  version?: number;
-  filter?: string;
-  nprobes?: number;
-  refineFactor?: number;
-  maxTasks?: number;
-  select?: string;
-  coverage?: "require" | "fallback" | "indexed-only";
-  strategy?: "auto" | "single" | "segments" | "queries" | "hybrid";
-  offset?: number;
-}
+import { type RequestOptions, toRequest } from "./request-options.js";
 
 /**
- * Points every SDK and lancedb call of this process at the local stack (its default ports, or
- * `LANCE_FANOUT_S3_PORT` / `LANCE_FANOUT_LAMBDA_PORT`), unless the environment already names
- * endpoints: nothing falls back to AWS by accident.
+ * Points at the local stack (its default ports, or `LANCE_FANOUT_S3_PORT` /
+ * `LANCE_FANOUT_LAMBDA_PORT`) what the environment leaves unset, so nothing falls back to AWS by
+ * accident; what the user set wins. `AWS_ENDPOINT_URL` sets every service's endpoint, and
+ * credentials go in pairs. The allow-list stays the user's: it guards a deployment from its
+ * callers, and here the caller is the user (unset, every local path and every dataset on the
+ * local S3 may be searched).
  */
-export function useLocalStack(): void {
-  if (process.env.AWS_ENDPOINT_URL_S3 || process.env.AWS_ENDPOINT_URL) return;
-  const s3 = `http://127.0.0.1:${process.env.LANCE_FANOUT_S3_PORT ?? 4569}`;
-  const lambda = `http://127.0.0.1:${process.env.LANCE_FANOUT_LAMBDA_PORT ?? 9001}`;
-  Object.assign(process.env, localEnv(s3, lambda));
-}
-
-function toRequest(o: RequestOptions, dimension = 64): SearchRequest {
-  const query = o.query
-    ? JSON.parse(o.query.startsWith("@") ? readFileSync(o.query.slice(1), "utf8") : o.query)
-    : Array.from({ length: dimension }, () => Math.random());
-  return {
-    dataset: o.dataset,
-    query,
-    k: o.k,
-    column: o.column,
-    indexName: o.indexName,
-    version: o.version,
-    filter: o.filter,
-    nprobes: o.nprobes,
-    refineFactor: o.refineFactor,
-    maxTasks: o.maxTasks,
-    select: o.select?.split(",").map((s) => s.trim()),
-    coverage: o.coverage,
-    strategy: o.strategy,
-    offset: o.offset,
+export function useLocalStack(env: NodeJS.ProcessEnv = process.env): void {
+  const isSet = (name: string) => Boolean(env[name]?.trim());
+  const {
+    LANCE_FANOUT_ALLOWED_DATASETS: _,
+    AWS_ENDPOINT_URL_S3,
+    AWS_ENDPOINT_URL_LAMBDA,
+    AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY,
+    ...rest
+  } = localEnv(
+    `http://127.0.0.1:${env.LANCE_FANOUT_S3_PORT ?? 4569}`,
+    `http://127.0.0.1:${env.LANCE_FANOUT_LAMBDA_PORT ?? 9001}`,
+  );
+  const defaults = {
+    ...rest,
+    // lancedb re-opens clones without their storage options, reading this variable only.
+    AWS_ENDPOINT_URL: env.AWS_ENDPOINT_URL_S3?.trim() || AWS_ENDPOINT_URL_S3,
+    ...(isSet("AWS_ENDPOINT_URL") ? {} : { AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL_LAMBDA }),
+    ...(isSet("AWS_ACCESS_KEY_ID") || isSet("AWS_SECRET_ACCESS_KEY")
+      ? {}
+      : { AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY }),
   };
+  for (const [name, value] of Object.entries(defaults)) {
+    if (!isSet(name)) env[name] = value;
+  }
 }
 
 export async function serveCommand(o: {
@@ -149,11 +133,12 @@ async function claimPidFile(dataDir: string): Promise<void> {
   await writeFile(file, String(process.pid));
 }
 
+type Via = "local" | "http" | "lambda";
+
 export async function searchCommand(
-  o: RequestOptions & { via: string; url: string; function: string; json?: boolean },
+  o: RequestOptions & { via: Via; url?: string; function: string; json?: boolean },
 ): Promise<void> {
-  const request = toRequest(o);
-  const response = await searchVia(o.via, request, o);
+  const response = await searchVia(o.via, await toRequest(o), o);
   if (o.json) {
     console.log(JSON.stringify(response, null, 2));
     return;
@@ -165,34 +150,71 @@ export async function searchCommand(
 }
 
 async function searchVia(
-  via: string,
+  via: Via,
   request: SearchRequest,
-  o: { url: string; function: string },
+  o: { url?: string; function: string },
 ): Promise<SearchResponse> {
-  let body: unknown;
   if (via === "local") return vectorSearch(request);
-  if (via === "http") {
-    const res = await fetch(`${o.url.replace(/\/$/, "")}/search`, {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(request),
-    });
-    body = await res.json();
-  } else if (via === "lambda") {
-    const client = new LambdaClient({ endpoint: process.env.AWS_ENDPOINT_URL_LAMBDA || undefined });
-    const out = await client.send(
-      new InvokeCommand({ FunctionName: o.function, Payload: JSON.stringify(request) }),
-    );
-    body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8") || "null");
-  } else {
-    throw new Error(`--via must be local, http or lambda, got ${via}`);
-  }
-  if (isErrorBody(body)) throw new Error(`${body.error.code}: ${body.error.message}`);
+  const body =
+    via === "http"
+      ? await postSearch(o.url ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`, request)
+      : await invokePlanner(o.function, request);
+  if (isErrorBody(body)) throw fromErrorBody(body);
   return body as SearchResponse;
 }
 
+async function postSearch(url: string, request: SearchRequest): Promise<unknown> {
+  const endpoint = `${url.replace(/\/$/, "")}/search`;
+  const res = await fetch(endpoint, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(request),
+  }).catch((err: unknown) => {
+    throw new FanoutError(
+      "INTERNAL",
+      `cannot reach the HTTP API at ${endpoint} (${causeOf(err)}); is it running? (PORT or --url)`,
+    );
+  });
+  const text = await res.text();
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new FanoutError("INTERNAL", `${endpoint} answered ${res.status}: ${text.slice(0, 200)}`);
+  }
+}
+
+async function invokePlanner(name: string, request: SearchRequest): Promise<unknown> {
+  const endpoint = process.env.AWS_ENDPOINT_URL_LAMBDA || process.env.AWS_ENDPOINT_URL;
+  const client = new LambdaClient({ endpoint: endpoint || undefined });
+  try {
+    const out = await client
+      .send(new InvokeCommand({ FunctionName: name, Payload: JSON.stringify(request) }))
+      .catch((err: unknown) => {
+        throw new FanoutError(
+          "INTERNAL",
+          `cannot invoke ${name} at ${endpoint ?? "AWS Lambda"} (${causeOf(err)})`,
+        );
+      });
+    const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8") || "null");
+    if (out.FunctionError) {
+      const message = (body as { errorMessage?: string } | null)?.errorMessage;
+      throw new FanoutError("INTERNAL", `${name} failed (${out.FunctionError}): ${message}`);
+    }
+    return body;
+  } finally {
+    client.destroy();
+  }
+}
+
+/** The innermost message of an error (fetch hides the socket's reason in `cause`). */
+function causeOf(err: unknown): string {
+  let inner = err;
+  while (inner instanceof Error && inner.cause instanceof Error) inner = inner.cause;
+  return inner instanceof Error ? inner.message : String(inner);
+}
+
 export async function planCommand(o: RequestOptions): Promise<void> {
-  const plan = await planSearch(toRequest(o));
+  const plan = await planSearch(await toRequest(o));
   const costs = plan.plan.groups.map((g) => g.cost);
   const mean = costs.reduce((a, b) => a + b, 0) / Math.max(1, costs.length);
   console.log(

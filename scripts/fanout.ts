@@ -2,7 +2,8 @@
 /**
  * The `fanout` command line: serve the local stack, search, plan, make datasets.
  */
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
+import { toFanoutError } from "../shared/errors.js";
 import {
   makeDatasetCommand,
   planCommand,
@@ -20,9 +21,12 @@ const integer = (value: string) => {
   return n;
 };
 
-const program = new Command("fanout").description(
-  "Serverless fan-out vector search over a Lance dataset",
-);
+const program = new Command("fanout")
+  .description("Serverless fan-out vector search over a Lance dataset")
+  // Usage mistakes read like every other error; subcommands inherit this.
+  .configureOutput({
+    outputError: (text, write) => write(`fanout: INVALID_REQUEST: ${text.replace(/^error: /, "")}`),
+  });
 
 program
   .command("serve")
@@ -62,8 +66,12 @@ const requestOptions = (command: Command) =>
     .option("--strategy <name>", "auto, single, segments, queries or hybrid");
 
 requestOptions(program.command("search").description("run a search and print the results"))
-  .option("--via <mode>", "local (in-process), http, or lambda", "local")
-  .option("--url <url>", "HTTP API base URL (--via http)", "http://127.0.0.1:3000")
+  .addOption(
+    new Option("--via <mode>", "in-process, the HTTP API, or a direct invoke of the planner")
+      .choices(["local", "http", "lambda"])
+      .default("local"),
+  )
+  .option("--url <url>", "HTTP API base URL (--via http; default http://127.0.0.1:$PORT, 3000)")
   .option("--function <name>", "planner function name (--via lambda)", "lance-fanout-planner")
   .option("--json", "print the whole response as JSON")
   .action(searchCommand);
@@ -91,6 +99,7 @@ program.hook("preAction", (command) => {
 });
 
 await program.parseAsync().catch((err: unknown) => {
-  console.error(`fanout: ${err instanceof Error ? err.message : String(err)}`);
+  const { code, message } = toFanoutError(err).toBody().error;
+  console.error(`fanout: ${code}: ${message}`);
   process.exit(1);
 });
