@@ -18,6 +18,7 @@ import type { SearchRequest } from "../shared/request.js";
 import * as requestModule from "../shared/request.js";
 import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
+import { viewSpecOf } from "../shared/segment-search.js";
 import type { DatasetInfo, SearchParams } from "./datasets.js";
 import { TABLE } from "./datasets.js";
 import { type BenchStack, loopbackLambdaClient } from "./stack.js";
@@ -192,13 +193,7 @@ function timingInvoker(runtime: Runtime, sink: { tasks: Phases[]; merge: number 
     profile: inner.profile,
     async searchSegments(task) {
       const t0 = performance.now();
-      await runtime.views.open({
-        dataset: runtime.resolveDataset(task.dataset),
-        version: task.version,
-        indexName: task.indexName,
-        segments: task.segments,
-        fragments: task.fragments,
-      });
+      await runtime.views.open(viewSpecOf(task, runtime.resolveDataset(task.dataset)));
       const t1 = performance.now();
       const out = await inner.searchSegments(task);
       sink.tasks.push({ plan: 0, views: t1 - t0, search: performance.now() - t1, merge: 0 });

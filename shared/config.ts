@@ -4,6 +4,7 @@
  */
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { COVERAGE_MODES, type Coverage } from "./request.js";
 
 /** Where and how lance-fanout reaches S3. Empty fields fall back to the SDK defaults. */
 export interface S3Config {
@@ -46,6 +47,14 @@ export interface FanoutConfig {
    * index files fit in 80% of it. @default half the Lambda function's memory, else 2 GiB
    */
   readonly indexCacheBytes: number;
+  /**
+   * Bytes of lancedb's metadata cache (file metadata, manifests) per process; lancedb's own
+   * default is 1 GiB, beside the index cache. @default an eighth of the Lambda function's
+   * memory, else 256 MiB
+   */
+  readonly metadataCacheBytes: number;
+  /** Coverage of a request that sets none. @default "fallback" (native lancedb's behaviour) */
+  readonly coverage: Coverage;
   readonly s3: S3Config;
 }
 
@@ -59,7 +68,7 @@ type Env = Readonly<Record<string, string | undefined>>;
  * `LANCE_FANOUT_MAX_TASKS`, `LANCE_FANOUT_VIEW_ROOT`, `LANCE_FANOUT_S3_VIEW_PREFIX`,
  * `LANCE_FANOUT_ALLOWED_DATASETS` (comma-separated), `LANCE_FANOUT_ALLOW_LOCAL`,
  * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, `LANCE_FANOUT_PREWARM`,
- * `LANCE_FANOUT_INDEX_CACHE_MB`, and for S3 `AWS_ENDPOINT_URL_S3`
+ * `LANCE_FANOUT_INDEX_CACHE_MB`, `LANCE_FANOUT_METADATA_CACHE_MB`, `LANCE_FANOUT_COVERAGE`, and for S3 `AWS_ENDPOINT_URL_S3`
  * (or `AWS_ENDPOINT_URL`), `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
  * `AWS_SESSION_TOKEN`.
  */
@@ -73,8 +82,11 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     allowLocal: boolVar(env, "LANCE_FANOUT_ALLOW_LOCAL", !onLambda),
     timeoutMs: intVar(env, "LANCE_FANOUT_TIMEOUT_MS", 25_000),
     viewCacheSize: intVar(env, "LANCE_FANOUT_VIEW_CACHE_SIZE", 64),
-    prewarm: prewarmVar(env),
-    indexCacheBytes: intVar(env, "LANCE_FANOUT_INDEX_CACHE_MB", defaultIndexCacheMb(env)) * MB,
+    prewarm: enumVar(env, "LANCE_FANOUT_PREWARM", PREWARM_MODES, "background"),
+    indexCacheBytes: intVar(env, "LANCE_FANOUT_INDEX_CACHE_MB", lambdaMemoryMb(env, 2, 2048)) * MB,
+    metadataCacheBytes:
+      intVar(env, "LANCE_FANOUT_METADATA_CACHE_MB", lambdaMemoryMb(env, 8, 256)) * MB,
+    coverage: enumVar(env, "LANCE_FANOUT_COVERAGE", COVERAGE_MODES, "fallback"),
     s3: {
       endpoint: text(env.AWS_ENDPOINT_URL_S3) ?? text(env.AWS_ENDPOINT_URL),
       region: text(env.AWS_REGION) ?? text(env.AWS_DEFAULT_REGION) ?? "us-east-1",
@@ -110,19 +122,25 @@ function intVar(env: Env, name: string, fallback: number): number {
 
 const MB = 1024 * 1024;
 
-function defaultIndexCacheMb(env: Env): number {
+/** `1/divisor` of the Lambda function's memory in MiB, or `fallback` outside Lambda. */
+function lambdaMemoryMb(env: Env, divisor: number, fallback: number): number {
   const lambdaMb = Number(text(env.AWS_LAMBDA_FUNCTION_MEMORY_SIZE));
-  return Number.isSafeInteger(lambdaMb) && lambdaMb > 0 ? Math.floor(lambdaMb / 2) : 2048;
+  return Number.isSafeInteger(lambdaMb) && lambdaMb > 0 ? Math.floor(lambdaMb / divisor) : fallback;
 }
 
-function prewarmVar(env: Env): PrewarmMode {
-  const raw = text(env.LANCE_FANOUT_PREWARM)?.toLowerCase() ?? "background";
-  if (!(PREWARM_MODES as readonly string[]).includes(raw)) {
+function enumVar<T extends string>(
+  env: Env,
+  name: string,
+  values: readonly T[],
+  fallback: NoInfer<T>,
+): T {
+  const raw = text(env[name])?.toLowerCase() ?? fallback;
+  if (!(values as readonly string[]).includes(raw)) {
     throw new TypeError(
-      `Environment variable LANCE_FANOUT_PREWARM must be one of ${PREWARM_MODES.join(", ")}, got "${raw}"`,
+      `Environment variable ${name} must be one of ${values.join(", ")}, got "${raw}"`,
     );
   }
-  return raw as PrewarmMode;
+  return raw as T;
 }
 
 function boolVar(env: Env, name: string, fallback: boolean): boolean {

@@ -1,5 +1,9 @@
 /**
- * Groups index segments into balanced task groups with largest-first (LPT) assignment.
+ * Groups index segments (or, without an index, fragments) into balanced task groups that stay
+ * put while the dataset changes: units are taken in the order they were created, each into the
+ * group with the lowest cost so far, costed by physical rows. A later segment or fragment comes
+ * last, so every earlier assignment stays; a delete changes no physical row count. Every view
+ * of an unchanged group survives a commit (shared/views.ts names views by content).
  * Pure and deterministic: equal inputs give equal groups.
  * @module
  */
@@ -18,8 +22,9 @@ export interface Group {
   readonly segments: readonly string[];
   /** Live fragments covered by the group's segments, sorted. */
   readonly fragments: readonly number[];
+  /** Live rows. */
   readonly rows: number;
-  /** Estimated cost in row-equivalents (see {@link SEGMENT_COST}). */
+  /** Estimated cost in row-equivalents of its physical rows (see {@link SEGMENT_COST}). */
   readonly cost: number;
 }
 
@@ -53,58 +58,60 @@ function units(segments: readonly Segment[]): Segment[][] {
 }
 
 /**
- * Assigns segments to at most `maxGroups` groups, largest estimated cost first, each to the
- * group with the lowest cost so far (ties: lowest group index). Empty groups are dropped.
+ * Assigns segments to at most `maxGroups` groups in creation order (dataset version, then uuid),
+ * each to the group with the lowest cost so far (ties: lowest group index).
  */
 export function groupSegments(segments: readonly Segment[], maxGroups: number): Group[] {
   return pack(
     units(segments).map((unit) => ({
-      key: unit.map((s) => s.uuid).sort()[0] ?? "",
+      key: unit.map((s) => `${String(s.created).padStart(16, "0")}:${s.uuid}`).sort()[0] as string,
       segments: unit.map((s) => s.uuid),
       fragments: unit.flatMap((s) => s.fragments),
       rows: unit.reduce((sum, s) => sum + s.rows, 0),
       cost: segmentCost(
         unit.length,
-        unit.reduce((sum, s) => sum + s.rows, 0),
+        unit.reduce((sum, s) => sum + s.physicalRows, 0),
       ),
     })),
     maxGroups,
   );
 }
 
+/** A fragment searched flat: its live and physical rows. */
+export interface FlatFragment {
+  readonly id: number;
+  readonly rows: number;
+  readonly physicalRows: number;
+}
+
 /**
- * Assigns unindexed fragments (searched flat, no index segment) to at most `maxGroups` groups
- * by the same rule, so a dataset without an index still fans out.
+ * Assigns fragments searched flat (no index) to at most `maxGroups` groups by the same rule, in
+ * fragment id order (their creation order), so a dataset without an index still fans out.
  */
-export function groupFragments(
-  fragments: readonly { readonly id: number; readonly rows: number }[],
-  maxGroups: number,
-): Group[] {
+export function groupFragments(fragments: readonly FlatFragment[], maxGroups: number): Group[] {
   return pack(
     fragments.map((f) => ({
       key: String(f.id).padStart(16, "0"),
       segments: [],
       fragments: [f.id],
       rows: f.rows,
-      cost: segmentCost(0, f.rows),
+      cost: segmentCost(0, f.physicalRows),
     })),
     maxGroups,
   );
 }
 
-/** One indivisible piece of work: `key` orders equal costs deterministically. */
+/** One indivisible piece of work; `key` is its creation order. */
 interface Item extends Group {
   readonly key: string;
 }
 
-/** Largest-first (LPT) packing of items into at most `maxGroups` groups. */
+/** List scheduling in creation order into at most `maxGroups` groups; empty groups dropped. */
 function pack(items: readonly Item[], maxGroups: number): Group[] {
   if (!Number.isInteger(maxGroups) || maxGroups < 1) {
     throw new TypeError(`Expected \`maxGroups\` to be a positive integer, got ${maxGroups}`);
   }
-  const sorted = [...items].sort(
-    (a, b) => b.cost - a.cost || (a.key < b.key ? -1 : a.key > b.key ? 1 : 0),
-  );
+  const sorted = [...items].sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   const bins = Array.from({ length: Math.min(maxGroups, items.length) }, () => ({
     segments: [] as string[],
     fragments: [] as number[],

@@ -4,14 +4,20 @@
  * @module
  */
 import { FanoutError } from "./errors.js";
-import type { Manifest, ManifestField, ManifestSegment } from "./manifest.js";
+import type { FlatFragment } from "./grouping.js";
+import type { Manifest, ManifestField, ManifestFragment, ManifestSegment } from "./manifest.js";
 import type { DistanceType } from "./request.js";
 
 /** One index segment as the planner sees it: the live fragments it covers and their rows. */
 export interface Segment {
   readonly uuid: string;
+  /** The dataset version the segment was built at: its place in creation order. */
+  readonly created: number;
   readonly fragments: readonly number[];
+  /** Live rows. */
   readonly rows: number;
+  /** Rows including deleted ones (what the index holds; unchanged by deletes). */
+  readonly physicalRows: number;
 }
 
 export interface IndexChoice {
@@ -21,8 +27,8 @@ export interface IndexChoice {
   readonly metric: DistanceType;
   /** Segments covering at least one live fragment, ordered by uuid. */
   readonly segments: readonly Segment[];
-  /** Live fragments no segment covers, with their live rows, ordered by id. */
-  readonly unindexed: readonly { readonly id: number; readonly rows: number }[];
+  /** Live fragments no segment covers, with their live and physical rows, ordered by id. */
+  readonly unindexed: readonly FlatFragment[];
 }
 
 export interface IndexRequest {
@@ -89,7 +95,7 @@ export function incompleteCoverage(index: IndexChoice): FanoutError {
     `${index.unindexed.length} fragment(s) with ${rows} live rows are not covered by index ` +
       `"${index.name}": ${index.unindexed.map((f) => `${f.id} (${f.rows} rows)`).join(", ")}; ` +
       `set coverage to "fallback" to search them exactly or "indexed-only" to skip them`,
-    { details: { fragments: index.unindexed } },
+    { details: { fragments: index.unindexed.map(({ id, rows }) => ({ id, rows })) } },
   );
 }
 
@@ -130,9 +136,11 @@ function indexMetric(segments: readonly ManifestSegment[]): DistanceType {
 
 /** Effective coverage (bitmap ∩ live fragments) of each segment, and the uncovered fragments. */
 function coverage(manifest: Manifest, segments: readonly ManifestSegment[]) {
-  const liveRows = new Map(manifest.fragments.map((f) => [f.id, f.liveRows]));
+  const live = new Map(manifest.fragments.map((f) => [f.id, f]));
   const covered = new Set<number>();
   const result: Segment[] = [];
+  const sum = (ids: readonly number[], rows: (f: ManifestFragment) => number) =>
+    ids.reduce((total, id) => total + rows(live.get(id) as ManifestFragment), 0);
   for (const segment of segments) {
     if (segment.fragmentIds === null) {
       throw new FanoutError(
@@ -140,14 +148,21 @@ function coverage(manifest: Manifest, segments: readonly ManifestSegment[]) {
         `index segment ${segment.uuid} has no fragment bitmap (written by a Lance older than 0.8)`,
       );
     }
-    const fragments = segment.fragmentIds.filter((id) => liveRows.has(id));
+    const fragments = segment.fragmentIds.filter((id) => live.has(id));
     for (const id of fragments) covered.add(id);
-    const rows = fragments.reduce((sum, id) => sum + (liveRows.get(id) ?? 0), 0);
-    if (fragments.length > 0) result.push({ uuid: segment.uuid, fragments, rows });
+    if (fragments.length > 0) {
+      result.push({
+        uuid: segment.uuid,
+        created: segment.datasetVersion,
+        fragments,
+        rows: sum(fragments, (f) => f.liveRows),
+        physicalRows: sum(fragments, (f) => f.physicalRows),
+      });
+    }
   }
   const unindexed = manifest.fragments
     .filter((f) => !covered.has(f.id) && f.liveRows > 0)
-    .map((f) => ({ id: f.id, rows: f.liveRows }))
+    .map((f) => ({ id: f.id, rows: f.liveRows, physicalRows: f.physicalRows }))
     .sort((a, b) => a.id - b.id);
   return {
     segments: result.sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0)),

@@ -2,6 +2,7 @@
 // row counts, and index segments with their fragment coverage. Field numbers and framing follow
 // Lance's protos/table.proto, protos/index.proto and lance-table io/manifest.rs (checked against
 // files written by Lance 8.0.0, the engine inside @lancedb/lancedb 0.31).
+import { createHash } from "node:crypto";
 import protobuf, { type Long, type Type } from "protobufjs";
 import { decodeRoaring } from "./roaring.js";
 
@@ -21,6 +22,12 @@ export interface ManifestFragment {
   readonly liveRows: number;
   /** Data file paths, relative to the dataset's `data/`. */
   readonly files: readonly string[];
+  /**
+   * What the fragment holds, as a short digest of its data files (paths, columns, format),
+   * deletion file and row ids: equal digests mean the same rows with the same values, whatever
+   * the version (base paths, which differ in a shallow clone, are left out).
+   */
+  readonly content: string;
 }
 
 /** One `IndexMetadata` entry, i.e. one segment (delta) of the logical index called `name`. */
@@ -46,6 +53,8 @@ export interface Manifest {
   readonly readerFeatureFlags: bigint;
   readonly stableRowIds: boolean;
   readonly fields: readonly ManifestField[];
+  /** Digest of the schema (ids, names, types): a rename or a dropped column changes it. */
+  readonly schema: string;
   readonly fragments: readonly ManifestFragment[];
   /** Excludes system indices (names starting with "__lance"). */
   readonly segments: readonly ManifestSegment[];
@@ -84,12 +93,25 @@ message DataFragment {
   repeated DataFile files = 2;
   DeletionFile deletion_file = 3;
   uint64 physical_rows = 4;
+  bytes inline_row_ids = 5;
+  ExternalFile external_row_ids = 6;
 }
 message DataFile {
   string path = 1;
+  repeated int32 fields = 2;
+  uint32 file_major_version = 4;
+  uint32 file_minor_version = 5;
 }
 message DeletionFile {
+  int32 file_type = 1;
+  uint64 read_version = 2;
+  uint64 id = 3;
   uint64 num_deleted_rows = 4;
+}
+message ExternalFile {
+  string path = 1;
+  uint64 offset = 2;
+  uint64 size = 3;
 }
 message IndexSection {
   repeated IndexMetadata indices = 1;
@@ -136,9 +158,16 @@ interface RawField {
 }
 interface RawFragment {
   id: U64;
-  files: { path: string }[];
-  deletion_file?: { num_deleted_rows: U64 } | null;
+  files: {
+    path: string;
+    fields: number[];
+    file_major_version: number;
+    file_minor_version: number;
+  }[];
+  deletion_file?: { file_type: number; read_version: U64; id: U64; num_deleted_rows: U64 } | null;
   physical_rows: U64;
+  inline_row_ids: Uint8Array;
+  external_row_ids?: { path: string; offset: U64; size: U64 } | null;
 }
 interface RawManifest {
   fields: RawField[];
@@ -276,7 +305,32 @@ function toFragment(raw: RawFragment): ManifestFragment {
     }
   }
   const files = raw.files.map((f) => f.path);
-  return { id, physicalRows, deletedRows, liveRows: physicalRows - deletedRows, files };
+  const liveRows = physicalRows - deletedRows;
+  return { id, physicalRows, deletedRows, liveRows, files, content: fragmentContent(raw) };
+}
+
+function fragmentContent(raw: RawFragment): string {
+  const deletion = raw.deletion_file;
+  const external = raw.external_row_ids;
+  const parts = [
+    String(u64(raw.id)),
+    String(u64(raw.physical_rows)),
+    ...raw.files.map(
+      (f) => `${f.path}:${f.fields.join(",")}:${f.file_major_version}.${f.file_minor_version}`,
+    ),
+    deletion
+      ? `del:${deletion.file_type}:${u64(deletion.read_version)}:${u64(deletion.id)}:${u64(deletion.num_deleted_rows)}`
+      : "del:-",
+    external
+      ? `rowids:${external.path}:${u64(external.offset)}:${u64(external.size)}`
+      : `rowids:${digest(Uint8Array.from(raw.inline_row_ids))}`,
+  ];
+  return digest(parts.join("\n"));
+}
+
+/** A short, collision-safe digest (128 bits of SHA-256). */
+export function digest(data: string | Uint8Array): string {
+  return createHash("sha256").update(data).digest("hex").slice(0, 32);
 }
 
 /** Parses the bytes of one whole manifest file. Throws ManifestError on anything it cannot trust. */
@@ -322,16 +376,20 @@ export function parseManifest(bytes: Uint8Array): Manifest {
     );
   }
 
+  const fields = m.fields.map((f) => ({
+    id: f.id,
+    parentId: f.parent_id,
+    name: f.name,
+    logicalType: f.logical_type,
+  }));
   return {
     version: u64Number(m.version, "version"),
     readerFeatureFlags,
     stableRowIds: (readerFeatureFlags & FLAG_STABLE_ROW_IDS) !== 0n,
-    fields: m.fields.map((f) => ({
-      id: f.id,
-      parentId: f.parent_id,
-      name: f.name,
-      logicalType: f.logical_type,
-    })),
+    fields,
+    schema: digest(
+      fields.map((f) => `${f.id}:${f.parentId}:${f.name}:${f.logicalType}`).join("\n"),
+    ),
     fragments: m.fragments.map(toFragment),
     segments: rawIndices.filter((i) => !i.name.startsWith(SYSTEM_INDEX_PREFIX)).map(toSegment),
     hasFragmentReuseIndex,

@@ -5,9 +5,15 @@
  */
 import { encodeVectors } from "./codec.js";
 import { FanoutError } from "./errors.js";
-import { type Group, groupFragments, groupSegments, segmentCost } from "./grouping.js";
+import {
+  type FlatFragment,
+  type Group,
+  groupFragments,
+  groupSegments,
+  segmentCost,
+} from "./grouping.js";
 import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
-import type { ValidSearchRequest } from "./request.js";
+import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
 import { type ExecutionProfile, splitWork } from "./strategy.js";
 import type { SegmentTask } from "./tasks.js";
@@ -20,6 +26,9 @@ export interface PlannedGroup extends Group {
 export interface SearchPlan {
   readonly dataset: string;
   readonly version: number;
+  /** What each live fragment holds (`ManifestFragment.content`) and the schema: view names. */
+  readonly contents: ReadonlyMap<number, string>;
+  readonly schema: string;
   readonly index: IndexChoice;
   readonly strategy: "single" | "segments" | "queries" | "hybrid";
   readonly groups: readonly PlannedGroup[];
@@ -56,7 +65,7 @@ export async function plan(
   const reading = runtime.manifests.read(location.uri, version);
   const table = await opening;
   const manifest = await reading;
-  const coverage = request.coverage ?? "require";
+  const coverage = request.coverage ?? runtime.config.coverage;
   const index = chooseIndex(manifest, { ...request, allowMissing: coverage === "fallback" });
   if (index.unindexed.length > 0 && coverage === "require") throw incompleteCoverage(index);
   const dimension = request.queries[0]?.length;
@@ -82,50 +91,34 @@ export async function plan(
         throw new FanoutError("INVALID_REQUEST", `filter: ${lanceMessage(err)}`, { cause: err });
       });
   }
-  // Without a vector index the unindexed fragments are the whole dataset: they are fanned out
-  // like segments. Beside an index they are a small tail, searched as one flat group.
-  const indexed = index.segments.length > 0;
-  const fallback = coverage === "fallback";
-  const flat = fallback && indexed ? flatGroup(index) : [];
+  const units = workUnits(index, coverage);
   const split = splitWork({
-    units: indexed ? index.segments.length : fallback ? index.unindexed.length : 0,
-    group: (g) =>
-      indexed
-        ? groupSegments(index.segments, g)
-        : fallback
-          ? groupFragments(index.unindexed, g)
-          : [],
+    units: units.count,
+    group: units.group,
     queries: request.queries.length,
     dimension: index.dimension,
     // Candidates per query a task may answer: the most, when the merge refines.
     limit: (request.k + (request.offset ?? 0)) * (request.refineFactor ?? 1),
-    maxTasks: Math.max(
-      1,
-      Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks) - flat.length,
-    ),
+    maxTasks: Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks),
     strategy: request.strategy ?? "auto",
     // `select` columns or a flat group beside the index groups: the merge function runs anyway.
-    mergeInvoked: (request.select?.length ?? 0) > 0 || flat.length > 0,
+    mergeInvoked: (request.select?.length ?? 0) > 0 || units.flat.length > 0,
     profile,
   });
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
-  const indexGroups = indexed ? split.groups.length : 0;
+  const indexGroups = units.kind === "index" ? split.groups.length : 0;
   return {
     dataset: location.uri,
     version,
+    contents: new Map(manifest.fragments.map((f) => [f.id, f.content])),
+    schema: manifest.schema,
     index,
     strategy: split.strategy,
-    groups: [
-      ...split.groups.map((g) => ({
-        ...g,
-        kind: indexed ? ("index" as const) : ("flat" as const),
-      })),
-      ...flat,
-    ],
+    groups: [...split.groups.map((g) => ({ ...g, kind: units.kind })), ...units.flat],
     chunks: split.chunks,
     estimatedMs: split.estimatedMs,
     unsearchedRows: coverage === "indexed-only" ? unindexedRows : 0,
-    refine: refinePlacement(indexGroups, flat.length > 0, request.refineFactor),
+    refine: refinePlacement(indexGroups, units.flat.length > 0, request.refineFactor),
   };
 }
 
@@ -143,22 +136,57 @@ export function refinePlacement(
   return { where: indexGroups === 1 && !flat ? "task" : "merge", factor };
 }
 
+/** What a version's plans split into groups, whatever the request's strategy and width. */
+export interface WorkUnits {
+  /** `index`: the index's segments; `flat`: no index, the fragments are searched exactly. */
+  readonly kind: "index" | "flat";
+  /** Indivisible units: the widest possible split. */
+  readonly count: number;
+  /** Balanced groups of the units (shared/grouping.ts: stable across commits). */
+  readonly group: (maxGroups: number) => Group[];
+  /**
+   * Beside the index's groups: one flat group of the unindexed tail (coverage "fallback"). It
+   * comes on top of `maxTasks`, so the index's groups do not change when an append adds a tail.
+   */
+  readonly flat: readonly PlannedGroup[];
+}
+
 /**
- * Unindexed fragments, searched exactly by Lance itself (`bypassVectorIndex`), so distances keep
- * Lance's metric semantics; one flat group, since unindexed data is a small tail.
+ * Without a vector index the unindexed fragments are the whole dataset: they are fanned out
+ * like segments. Beside an index they are a small tail, searched exactly by Lance itself
+ * (`bypassVectorIndex`, so distances keep Lance's metric semantics) as one flat group.
  */
-function flatGroup(index: IndexChoice): PlannedGroup[] {
-  if (index.unindexed.length === 0) return [];
-  const rows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
-  return [
-    {
+export function workUnits(index: IndexChoice, coverage: Coverage): WorkUnits {
+  const fallback = coverage === "fallback";
+  if (index.segments.length === 0) {
+    const fragments = fallback ? index.unindexed : [];
+    return {
       kind: "flat",
-      segments: [],
-      fragments: index.unindexed.map((f) => f.id),
-      rows,
-      cost: segmentCost(0, rows),
-    },
-  ];
+      count: fragments.length,
+      group: (g) => groupFragments(fragments, g),
+      flat: [],
+    };
+  }
+  const tail = fallback && index.unindexed.length > 0 ? [flatGroup(index.unindexed)] : [];
+  return {
+    kind: "index",
+    count: index.segments.length,
+    group: (g) => groupSegments(index.segments, g),
+    flat: tail,
+  };
+}
+
+function flatGroup(fragments: readonly FlatFragment[]): PlannedGroup {
+  return {
+    kind: "flat",
+    segments: [],
+    fragments: fragments.map((f) => f.id),
+    rows: fragments.reduce((sum, f) => sum + f.rows, 0),
+    cost: segmentCost(
+      0,
+      fragments.reduce((sum, f) => sum + f.physicalRows, 0),
+    ),
+  };
 }
 
 /** One task per (group, chunk); each carries only its chunk's query vectors. */
@@ -182,7 +210,8 @@ export function tasksOf(
       group: i,
       chunk,
       segments: [...group.segments],
-      fragments: [...group.fragments],
+      fragments: group.fragments.map((id) => ({ id, content: searchPlan.contents.get(id) ?? "" })),
+      schema: searchPlan.schema,
       queries,
       // Refined in the merge: the task answers its share of the global top limit × factor.
       limit: group.kind === "index" && refine?.where === "merge" ? limit * refine.factor : limit,

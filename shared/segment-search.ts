@@ -12,29 +12,48 @@ import { compareHits } from "./merge.js";
 import type { Runtime } from "./runtime.js";
 import { isNotFound } from "./tables.js";
 import type { SegmentTask, TaskCandidates } from "./tasks.js";
+import type { OpenView, ViewSpec } from "./views.js";
 
 export async function searchSegments(task: SegmentTask, runtime: Runtime): Promise<TaskCandidates> {
-  const dataset = runtime.resolveDataset(task.dataset);
+  const spec = viewSpecOf(task, runtime.resolveDataset(task.dataset));
   try {
-    return await search(task, dataset, runtime);
+    return await search(task, spec, runtime);
   } catch (err) {
     if (err instanceof FanoutError || !isNotFound(err)) throw err;
-    throw await notFoundError(err, runtime.objects, dataset.uri, task.version);
+    throw await notFoundError(err, runtime.objects, spec.dataset.uri, task.version);
   }
 }
 
-async function search(
-  task: SegmentTask,
-  dataset: DatasetLocation,
-  runtime: Runtime,
-): Promise<TaskCandidates> {
-  const view = await runtime.views.open({
+/** The view a task searches: its group of the pinned version. */
+export function viewSpecOf(task: SegmentTask, dataset: DatasetLocation): ViewSpec {
+  return {
     dataset,
     version: task.version,
     indexName: task.indexName,
     segments: task.segments,
     fragments: task.fragments,
-  });
+    schema: task.schema,
+  };
+}
+
+async function search(task: SegmentTask, spec: ViewSpec, runtime: Runtime) {
+  const view = await runtime.views.open(spec);
+  try {
+    return await searchView(task, view, runtime);
+  } catch (err) {
+    // The view's own files were collected (gc) while this process held it open: verify it
+    // again, which rebuilds what is missing, and search once more.
+    if (!isNotFound(err) || !String(err).includes(view.name)) throw err;
+    runtime.views.evict(view);
+    return searchView(task, await runtime.views.open(spec), runtime);
+  }
+}
+
+async function searchView(
+  task: SegmentTask,
+  view: OpenView,
+  runtime: Runtime,
+): Promise<TaskCandidates> {
   const queries = decodeVectors(task.queries);
   const [first, ...rest] = queries;
   if (!first) throw new FanoutError("INVALID_REQUEST", "a task needs at least one query vector");

@@ -150,7 +150,8 @@ export function chunkRanges(total: number, count: number): [number, number][] {
   ]);
 }
 
-function powersOfTwoUpTo(max: number): number[] {
+/** The group counts `auto` and `hybrid` weigh: powers of two below `max`, and `max`. */
+export function powersOfTwoUpTo(max: number): number[] {
   const out: number[] = [];
   for (let w = 1; w < max; w *= 2) out.push(w);
   out.push(max);

@@ -9,6 +9,7 @@ import { DISTANCE_TYPES, LIMITS } from "./request.js";
 const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, "must be base64");
 const uuid = z.string().regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
 const count = z.number().int().min(0);
+const digest = z.string().regex(/^[0-9a-f]{32}$/, "must be a 128-bit hex digest");
 
 export const encodedVectorsSchema = z.strictObject({
   dimension: z.number().int().min(1).max(LIMITS.maxDimension),
@@ -36,7 +37,10 @@ export const segmentTaskSchema = z.strictObject({
   group: count,
   chunk: count,
   segments: z.array(uuid),
-  fragments: z.array(count).min(1),
+  /** The group's live fragments with their content digests: they name the view. */
+  fragments: z.array(z.strictObject({ id: count, content: digest })).min(1),
+  /** Digest of the dataset's schema at the pinned version. */
+  schema: digest,
   queries: encodedVectorsSchema,
   /** Candidates per query: k + offset, times the refine factor when the merge refines. */
   limit: z.number().int().min(1).max(LIMITS.maxCandidates),

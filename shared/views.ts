@@ -1,56 +1,72 @@
 /**
  * Segment views: the one place that restricts a Lance search to some index segments.
  *
- * The Node SDK cannot pass `index_segments` to a search, so a view is a shallow clone of the
- * pinned version (a new manifest pointing at the source's files) from which every fragment
- * outside the group is deleted; Lance then keeps only the index segments that still cover a
- * live fragment. Views are named from what they contain, created once, verified before use and
- * cached open. The source dataset is never written. Replace this module with `index_segments`
- * once the Node SDK exposes it.
+ * The Node SDK cannot pass `index_segments` to a search, so a view is a shallow clone of a
+ * version (a new manifest pointing at the source's files) from which every fragment outside the
+ * group is deleted; Lance then keeps only the index segments that still cover a live fragment.
+ * A view is named from what it holds (index, segments, the group's fragments' content, schema),
+ * not from the version it was cloned from, so every later version whose group holds the same
+ * content reuses it, warm. It is verified before use and cached open. The source dataset is
+ * never written, and nothing here deletes (only gc does, see shared/gc.ts). Replace this module
+ * with `index_segments` once the Node SDK exposes it.
  * @module
  */
-import { createHash } from "node:crypto";
 import { Session } from "@lancedb/lancedb";
 import { LRUCache } from "lru-cache";
 import type { FanoutConfig } from "./config.js";
 import { type DatasetLocation, splitS3Uri } from "./dataset.js";
 import { FanoutError } from "./errors.js";
-import type { ManifestSegment } from "./manifest.js";
+import { digest, type ManifestSegment } from "./manifest.js";
 import { readManifest } from "./manifest-store.js";
 import type { ObjectStore } from "./objects.js";
 import { type Connection, connectDatabase, type Table } from "./tables.js";
 
+/** One fragment of a group, with the digest of what it holds (`ManifestFragment.content`). */
+export interface ViewFragment {
+  readonly id: number;
+  readonly content: string;
+}
+
 export interface ViewSpec {
   readonly dataset: DatasetLocation;
+  /** A version holding this content: cloned when the view does not exist yet. */
   readonly version: number;
   readonly indexName: string;
   /** Segment uuids of the group, sorted. */
   readonly segments: readonly string[];
-  /** Live fragments of the group, sorted. */
-  readonly fragments: readonly number[];
+  /** Live fragments of the group, sorted by id. */
+  readonly fragments: readonly ViewFragment[];
+  /** Digest of the dataset's schema (`Manifest.schema`). */
+  readonly schema: string;
 }
 
 export interface OpenView {
   readonly name: string;
+  readonly uri: string;
   readonly table: Table;
   /** Index segments Lance sees in the view (must equal the group's). */
   readonly searchedSegments: number;
   /** Name of the view's vector index. */
   readonly indexName: string;
-  /** Size of the view's index files, or null when the manifest does not record it. */
-  readonly indexBytes: number | null;
+  /** Size of each index segment's files, or null when the manifest does not record them. */
+  readonly segmentBytes: ReadonlyMap<string, number> | null;
 }
 
-/** Deterministic view name: the same group of the same version always maps to one view. */
+/** Deterministic view name: equal content (whatever the version) always maps to one view. */
 export function viewName(spec: ViewSpec): string {
   const key = [
     spec.dataset.uri,
-    spec.version,
     spec.indexName,
     spec.segments.join(","),
-    spec.fragments.join(","),
+    spec.fragments.map((f) => `${f.id}:${f.content}`).join(","),
+    spec.schema,
   ].join("\n");
-  return `view-${createHash("sha256").update(key).digest("hex").slice(0, 32)}`;
+  return `view-${digest(key)}`;
+}
+
+/** The folder of a dataset's views under the view root: gc lists one dataset at a time. */
+export function viewFolder(dataset: DatasetLocation): string {
+  return `ds-${digest(dataset.uri).slice(0, 16)}`;
 }
 
 /**
@@ -81,46 +97,62 @@ export class ViewCache {
   readonly #objects: ObjectStore;
   readonly #connections = new Map<string, Promise<Connection>>();
   readonly #views: LRUCache<string, Promise<OpenView>>;
-  /** One lancedb cache for every view of this process, bounded by the configured size. */
+  /** One lancedb cache for every view of this process, bounded by the configured sizes. */
   readonly #session: Session;
   #hits = 0;
-  /** Index bytes of the views this process has prewarmed (started), by view name. */
-  readonly #warmed = new Map<string, number>();
-  #warmedBytes = 0;
+  /** Segments of the open views this process prewarmed (started), by view name. */
+  readonly #warmedViews = new Map<string, readonly string[]>();
+  /** Prewarmed segments: their bytes and how many open prewarmed views hold them. */
+  readonly #warmedSegments = new Map<string, { bytes: number; views: number }>();
 
   constructor(config: FanoutConfig, objects: ObjectStore) {
     this.#config = config;
     this.#objects = objects;
-    this.#session = new Session(BigInt(Math.floor(config.indexCacheBytes)));
+    this.#session = new Session(
+      BigInt(Math.floor(config.indexCacheBytes)),
+      BigInt(Math.floor(config.metadataCacheBytes)),
+    );
     this.#views = new LRUCache({
       max: config.viewCacheSize,
       dispose: (view, name) => {
-        this.#warmedBytes -= this.#warmed.get(name) ?? 0;
-        this.#warmed.delete(name);
+        this.#release(name);
         void view.then((v) => v.table.close()).catch(() => {});
       },
     });
   }
 
-  /** Index bytes this process has prewarmed for its open views. */
+  /**
+   * Index bytes this process has prewarmed for its open views, each segment counted once: a
+   * later view of the same segments (after a commit elsewhere in the dataset) adds nothing, and
+   * a view that leaves the cache gives its segments back.
+   */
   get prewarmedBytes(): number {
-    return this.#warmedBytes;
+    let sum = 0;
+    for (const { bytes } of this.#warmedSegments.values()) sum += bytes;
+    return sum;
   }
 
   /**
    * Loads the view's whole index into lancedb's cache once (unless `prewarm` is off or it does
    * not fit the budget), so later tasks on this view read no index data from storage. The
    * segment-search calls it after its search: a cold search does not compete with the load.
+   * A failed load is forgotten, so a later search tries again.
    */
   async prewarm(view: OpenView): Promise<void> {
-    const bytes = view.indexBytes;
+    const bytes = view.segmentBytes;
     // No bytes: a flat group's view (no index segment) or sizes the manifest does not record.
-    if (this.#config.prewarm === "off" || !bytes || this.#warmed.has(view.name)) return;
-    if (this.#warmedBytes + bytes > this.#config.indexCacheBytes * 0.8) return;
-    this.#warmed.set(view.name, bytes);
-    this.#warmedBytes += bytes;
+    if (this.#config.prewarm === "off" || !bytes?.size || this.#warmedViews.has(view.name)) return;
+    let added = 0;
+    for (const [uuid, size] of bytes) if (!this.#warmedSegments.has(uuid)) added += size;
+    if (this.prewarmedBytes + added > this.#config.indexCacheBytes * 0.8) return;
+    this.#warmedViews.set(view.name, [...bytes.keys()]);
+    for (const [uuid, size] of bytes) {
+      const entry = this.#warmedSegments.get(uuid) ?? { bytes: size, views: 0 };
+      entry.views++;
+      this.#warmedSegments.set(uuid, entry);
+    }
     // A failed prewarm only costs speed: searches read from storage as they would without it.
-    await view.table.prewarmIndex(view.indexName).catch(() => {});
+    await view.table.prewarmIndex(view.indexName).catch(() => this.#release(view.name));
   }
 
   /** Views served from this process's cache so far. */
@@ -142,20 +174,33 @@ export class ViewCache {
     return view;
   }
 
+  /** Forgets an open view (e.g. its files were collected): the next open verifies it anew. */
+  evict(view: OpenView): void {
+    this.#views.delete(view.name);
+  }
+
+  #release(name: string): void {
+    for (const uuid of this.#warmedViews.get(name) ?? []) {
+      const entry = this.#warmedSegments.get(uuid);
+      if (entry && --entry.views === 0) this.#warmedSegments.delete(uuid);
+    }
+    this.#warmedViews.delete(name);
+  }
+
   async #ensure(name: string, spec: ViewSpec): Promise<OpenView> {
-    const root = this.#root(spec.dataset);
+    const root = `${this.#root(spec.dataset)}/${viewFolder(spec.dataset)}`;
     const connection = await this.#connection(root, spec.dataset.kind);
     const uri = `${root}/${name}.lance`;
-    let table = (await openIfExists(connection, name)) ?? (await clone(connection, name, spec));
+    const table = (await openIfExists(connection, name)) ?? (await clone(connection, name, spec));
     let group: readonly ManifestSegment[];
     try {
       group = await this.#restrict(table, uri, spec);
     } catch (err) {
       if (!(err instanceof StaleView)) throw err;
-      // Not what its name promises (damaged, or written by something else): build it anew.
-      table.close();
-      await connection.dropTable(name).catch(() => {});
-      table = await clone(connection, name, spec);
+      // Not what its name promises (changed by something else): back to the clone it started
+      // as, then restrict again. Nothing is deleted.
+      await table.checkout(1);
+      await table.restore();
       group = await this.#restrict(table, uri, spec);
     }
     const index = (await table.listIndices()).find((i) => i.name === spec.indexName);
@@ -171,27 +216,31 @@ export class ViewCache {
     }
     const view = {
       name,
+      uri,
       table,
       searchedSegments,
       indexName: spec.indexName,
-      indexBytes: indexBytes(group),
+      segmentBytes: segmentBytes(group),
     };
     if (this.#config.prewarm === "eager") await this.prewarm(view);
     return view;
   }
 
   /**
-   * Deletes the fragments outside the group (a no-op for a finished view), then verifies.
-   * Answers the group's index segments as the view's manifest lists them.
+   * Deletes the fragments outside the group (a no-op for a finished view), then verifies that
+   * the view holds exactly the group's content. Answers the group's index segments as the
+   * view's manifest lists them.
    */
   async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<ManifestSegment[]> {
-    const keep = new Set(spec.fragments);
+    const keep = new Set(spec.fragments.map((f) => f.id));
     for (let attempt = 0; ; attempt++) {
       const manifest = await readManifest(this.#objects, uri, await table.version());
-      const live = manifest.fragments.map((f) => f.id);
-      const missing = spec.fragments.filter((id) => !live.includes(id));
-      if (missing.length > 0)
-        throw new StaleView(`view ${uri} lacks fragments ${missing.join(", ")}`);
+      const held = new Map(manifest.fragments.map((f) => [f.id, f.content]));
+      const wrong = spec.fragments.filter((f) => held.get(f.id) !== f.content);
+      if (wrong.length > 0 || manifest.schema !== spec.schema) {
+        const which = wrong.map((f) => f.id).join(", ");
+        throw new StaleView(`view ${uri} differs in fragments [${which}] or its schema`);
+      }
       const group = manifest.segments.filter(
         (s) => s.name === spec.indexName && s.fragmentIds?.some((id) => keep.has(id)),
       );
@@ -205,6 +254,7 @@ export class ViewCache {
           .filter((s) => s.metric !== null && s.name !== spec.indexName)
           .map((s) => s.name),
       );
+      const live = [...held.keys()];
       if (live.length === keep.size && others.size === 0) return group;
       if (attempt > 0) await table.checkoutLatest();
       try {
@@ -223,30 +273,24 @@ export class ViewCache {
     viewUri: string,
     group: readonly ManifestSegment[],
   ): Promise<void> {
-    const files = group.flatMap((s) => s.files.map((f) => `_indices/${s.uuid}/${f}`));
     if (group.some((s) => s.files.length === 0)) {
       throw new FanoutError("INTERNAL", `the manifest of ${viewUri} does not list its index files`);
     }
+    const files = group.flatMap((s) => s.files.map((f) => `_indices/${s.uuid}/${f}`));
     await Promise.all(
       files.map(async (file) => {
         const from = `${datasetUri}/${file}`;
         if (!(await this.#objects.copyIfMissing(from, `${viewUri}/${file}`))) {
-          throw new FanoutError("INTERNAL", `index file ${from} not found`);
+          throw new FanoutError("INTERNAL", `index file ${from} not found`, {
+            details: { missing: from },
+          });
         }
       }),
     );
   }
 
   #root(dataset: DatasetLocation): string {
-    if (dataset.kind === "local") return this.#config.localViewRoot;
-    if (!this.#config.s3ViewPrefix) {
-      throw new FanoutError(
-        "INTERNAL",
-        "LANCE_FANOUT_S3_VIEW_PREFIX is not set: S3 datasets need a writable view prefix",
-      );
-    }
-    // lancedb 0.31 writes cross-bucket shallow clones to the wrong store: same bucket only.
-    return `s3://${splitS3Uri(dataset.uri).bucket}/${this.#config.s3ViewPrefix}`;
+    return viewRoot(this.#config, dataset);
   }
 
   #connection(root: string, kind: "s3" | "local"): Promise<Connection> {
@@ -261,19 +305,35 @@ export class ViewCache {
 }
 
 /**
+ * Where the views of a dataset live: `LANCE_FANOUT_VIEW_ROOT` for local datasets, the view
+ * prefix in the dataset's own bucket for S3 (lancedb 0.31 writes cross-bucket shallow clones to
+ * the wrong store).
+ */
+export function viewRoot(config: FanoutConfig, dataset: DatasetLocation): string {
+  if (dataset.kind === "local") return config.localViewRoot;
+  if (!config.s3ViewPrefix) {
+    throw new FanoutError(
+      "INTERNAL",
+      "LANCE_FANOUT_S3_VIEW_PREFIX is not set: S3 datasets need a writable view prefix",
+    );
+  }
+  return `s3://${splitS3Uri(dataset.uri).bucket}/${config.s3ViewPrefix}`;
+}
+
+/**
  * Index types whose files Lance 8 (lancedb 0.31) opens under the view's own `_indices/` instead
  * of the dataset the view was cloned from, so a view needs its own copy of the group's files
  * (server-side on S3, once per view). The others follow the clone's base path.
  */
 const OWN_INDEX_FILES: ReadonlySet<string> = new Set(["IvfRq"]);
 
-function indexBytes(segments: readonly ManifestSegment[]): number | null {
-  let sum = 0;
+function segmentBytes(segments: readonly ManifestSegment[]): Map<string, number> | null {
+  const bytes = new Map<string, number>();
   for (const s of segments) {
     if (s.sizeBytes === null) return null;
-    sum += s.sizeBytes;
+    bytes.set(s.uuid, s.sizeBytes);
   }
-  return sum;
+  return bytes;
 }
 
 /** A view whose contents do not match its name. */
@@ -284,7 +344,7 @@ class StaleView extends FanoutError {
 }
 
 /**
- * Shallow-clones the pinned version under `name`. Another process may have created it first, or
+ * Shallow-clones `spec.version` under `name`. Another process may have created it first, or
  * (S3) lancedb re-opens the clone without its storage options and throws although the clone is
  * there: then open it as usual.
  */

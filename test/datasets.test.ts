@@ -206,15 +206,23 @@ describe("dataset variants", () => {
     expect(after.results[0]?.id).toBe(-1);
   });
 
-  test("live fragments outside the index are refused, naming them and their rows", async () => {
+  test("coverage require refuses live fragments outside the index, naming them and their rows", async () => {
     const ds = await makeDataset({ rounds: [4000], unindexedRows: 700 });
     const runtime = await testRuntime();
     const error = await expectCode(
-      vectorSearch({ dataset: ds.uri, query: q0, k: 5 }, { runtime }),
+      vectorSearch({ dataset: ds.uri, query: q0, k: 5, coverage: "require" }, { runtime }),
       "INCOMPLETE_INDEX_COVERAGE",
     );
     expect(error.status).toBe(409);
     expect(error.details).toEqual({ fragments: [{ id: expect.any(Number), rows: 700 }] });
     expect(error.message).toContain("700 rows");
+    // The deployment's default decides when the request says nothing.
+    const strict = await testRuntime({ LANCE_FANOUT_COVERAGE: "require" });
+    await expectCode(
+      vectorSearch({ dataset: ds.uri, query: q0, k: 5 }, { runtime: strict }),
+      "INCOMPLETE_INDEX_COVERAGE",
+    );
+    const answer = await vectorSearch({ dataset: ds.uri, query: q0, k: 5 }, { runtime });
+    expect(answer.plan.groups.map((g) => g.kind)).toContain("flat");
   });
 });

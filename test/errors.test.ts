@@ -122,7 +122,10 @@ describe("caller mistakes are 4xx with a stable code", () => {
     const db = await lancedb.connect(dir);
     await db.createTable("plain", [{ id: 1, vector: Array(DIMENSION).fill(0) }]);
     await expectCode(
-      vectorSearch({ dataset: join(dir, "plain.lance"), query: q, k: 1 }, { runtime }),
+      vectorSearch(
+        { dataset: join(dir, "plain.lance"), query: q, k: 1, coverage: "require" },
+        { runtime },
+      ),
       "INDEX_NOT_FOUND",
     );
   });

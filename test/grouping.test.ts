@@ -3,9 +3,12 @@ import { groupFragments, groupSegments, SEGMENT_COST, segmentCost } from "../sha
 import type { Segment } from "../shared/index-choice.js";
 
 const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
+/** Segment i, created at version i (creation order = index order). */
 const segment = (i: number, rows: number, fragments = [i]): Segment => ({
   uuid: uuid(i),
+  created: i,
   rows,
+  physicalRows: rows,
   fragments,
 });
 
@@ -45,6 +48,30 @@ describe("groupSegments", () => {
     expect(SEGMENT_COST.perSegment).toBeGreaterThan(10_000);
   });
 
+  test("an appended segment joins one group and leaves every other group as it was", () => {
+    const before = [120_000, 30_000, 8_000, 50_000, 9_000, 12_000].map((r, i) => segment(i, r));
+    const after = [...before, segment(6, 20_000)];
+    for (const width of [2, 3, 4]) {
+      const old = groupSegments(before, width);
+      const now = groupSegments(after, width);
+      const changed = now.filter((g, i) => JSON.stringify(g) !== JSON.stringify(old[i]));
+      expect(changed).toHaveLength(1);
+      expect(changed[0]?.segments).toContain(uuid(6));
+    }
+    // Below the width a new segment opens its own group; the others stay.
+    const wide = groupSegments(after, 10);
+    expect(wide.slice(0, 6)).toEqual(groupSegments(before, 10));
+    expect(wide[6]?.segments).toEqual([uuid(6)]);
+  });
+
+  test("deletes change no group: balance is on physical rows", () => {
+    const segments = [90_000, 40_000, 30_000, 20_000, 10_000].map((r, i) => segment(i, r));
+    const deleted = segments.map((s, i) => (i === 1 ? { ...s, rows: 1_000 } : s));
+    const strip = (groups: readonly { segments: readonly string[] }[]) =>
+      groups.map((g) => g.segments);
+    expect(strip(groupSegments(deleted, 2))).toEqual(strip(groupSegments(segments, 2)));
+  });
+
   test("is deterministic whatever the input order", () => {
     const segments = [5, 9, 3, 7, 7, 1, 2].map((r, i) => segment(i, r * 10_000));
     const a = groupSegments(segments, 3);
@@ -80,7 +107,11 @@ describe("groupSegments", () => {
 
 describe("groupFragments", () => {
   test("spreads unindexed fragments over groups by rows, each fragment once", () => {
-    const fragments = [9000, 1000, 5000, 4000, 1000].map((rows, id) => ({ id, rows }));
+    const fragments = [9000, 1000, 5000, 4000, 1000].map((rows, id) => ({
+      id,
+      rows,
+      physicalRows: rows,
+    }));
     const groups = groupFragments(fragments, 2);
     expect(groups.map((g) => g.rows).sort()).toEqual([10_000, 10_000]);
     expect(groups.flatMap((g) => g.fragments).sort()).toEqual([0, 1, 2, 3, 4]);

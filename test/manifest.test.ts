@@ -325,6 +325,7 @@ function frame(manifest: Record<string, unknown>, indices?: Record<string, unkno
   return Uint8Array.from(out);
 }
 
+const anyDigest = expect.stringMatching(/^[0-9a-f]{32}$/);
 const UUID_BYTES = Uint8Array.from(range(0, 16).map((i) => i * 17));
 const UUID_TEXT = "00112233-4455-6677-8899-aabbccddeeff";
 const vectorDetails = (metric: number) => ({
@@ -399,8 +400,8 @@ describe("parseManifest on synthetic files", () => {
       { id: 1, parentId: -1, name: "vector", logicalType: "fixed_size_list:float:16" },
     ]);
     expect(m.fragments).toEqual([
-      { id: 0, physicalRows: 100, deletedRows: 0, liveRows: 100, files: [] },
-      { id: 2, physicalRows: 50, deletedRows: 7, liveRows: 43, files: [] },
+      { id: 0, physicalRows: 100, deletedRows: 0, liveRows: 100, files: [], content: anyDigest },
+      { id: 2, physicalRows: 50, deletedRows: 7, liveRows: 43, files: [], content: anyDigest },
     ]);
     expect(m.segments).toEqual([
       {
@@ -839,6 +840,38 @@ describe("parseManifest on datasets written by lancedb", () => {
       ...footer(pos),
     ]);
     expectManifestError(() => parseManifest(cut), /cannot decode Manifest/);
+  });
+
+  it("content digests: kept by untouched fragments across versions and in a shallow clone", async () => {
+    const table = await db.createTable("digest", rowsFrom(0, 2000));
+    await table.add(rowsFrom(2000, 2000));
+    const at = async (t: Table, name: string) =>
+      parseManifest(readManifestFile(path.join(dir, `${name}.lance`), await t.version()).bytes);
+    const content = (m: Manifest) => m.fragments.map((f) => [f.id, f.content]);
+    const base = await at(table, "digest");
+    await table.add(rowsFrom(4000, 500));
+    const appended = await at(table, "digest");
+    expect(content(appended).slice(0, 2)).toEqual(content(base));
+    expect(appended.schema).toBe(base.schema);
+    await table.delete("id = 5");
+    const deleted = await at(table, "digest");
+    expect(deleted.fragments[0]?.content).not.toBe(base.fragments[0]?.content);
+    expect(content(deleted).slice(1)).toEqual(content(appended).slice(1));
+    await table.update({ where: "id = 2500", valuesSql: { id: "id + 100000" } });
+    const updated = await at(table, "digest");
+    expect(updated.fragments[1]?.content).not.toBe(deleted.fragments[1]?.content);
+    expect(updated.fragments[0]?.content).toBe(deleted.fragments[0]?.content);
+    const clone = await db.cloneTable("digest_clone", path.join(dir, "digest.lance"), {
+      sourceVersion: updated.version,
+      isShallow: true,
+    });
+    expect(content(await at(clone, "digest_clone"))).toEqual(content(updated));
+    await table.alterColumns([{ path: "cat", rename: "kind" }]);
+    const renamed = await at(table, "digest");
+    expect(renamed.schema).not.toBe(updated.schema);
+    expect(content(renamed)).toEqual(content(updated));
+    clone.close();
+    table.close();
   });
 
   it("refuses a real manifest patched with an unknown reader flag, accepts known ones", async () => {

@@ -61,9 +61,10 @@ describe("docs/openapi.json", () => {
       expect(response.statusCode).toBe(400);
       expectValid("ErrorBody", JSON.parse(response.body));
     }
-    const coverage = await vectorSearch({ dataset: ds.uri, query: q, k: 5 }, { runtime }).catch(
-      (e) => e.toBody(),
-    );
+    const coverage = await vectorSearch(
+      { dataset: ds.uri, query: q, k: 5, coverage: "require" },
+      { runtime },
+    ).catch((e) => e.toBody());
     expectValid("ErrorBody", coverage);
     expect(coverage.error.code).toBe("INCOMPLETE_INDEX_COVERAGE");
   });

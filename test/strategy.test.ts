@@ -26,8 +26,10 @@ const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0
 describe("splitWork", () => {
   const segments = Array.from({ length: 8 }, (_, i) => ({
     uuid: uuid(i),
+    created: i,
     fragments: [i],
     rows: 50_000 * (i + 1),
+    physicalRows: 50_000 * (i + 1),
   }));
   const lambda = { parallelism: 256, invokeMs: 15, maxPayloadBytes: 6 * 1024 * 1024 };
   const base = {
@@ -267,9 +269,9 @@ describe("coverage of unindexed fragments", () => {
       nprobes: 4,
       refineFactor: 5,
     };
-    await expect(vectorSearch(request, { runtime })).rejects.toMatchObject({
-      code: "INCOMPLETE_INDEX_COVERAGE",
-    });
+    await expect(
+      vectorSearch({ ...request, coverage: "require" }, { runtime }),
+    ).rejects.toMatchObject({ code: "INCOMPLETE_INDEX_COVERAGE" });
     const response = await vectorSearch({ ...request, coverage: "fallback" }, { runtime });
     expect(response.plan.groups.filter((g) => g.kind === "flat")).toHaveLength(1);
     for (const [i, q] of QUERIES.slice(0, 4).entries()) {
@@ -293,7 +295,7 @@ describe("coverage of unindexed fragments", () => {
     const runtime = await testRuntime();
     const q = QUERIES[0] ?? [];
     await expect(
-      vectorSearch({ dataset: ds.uri, query: q, k: 5 }, { runtime }),
+      vectorSearch({ dataset: ds.uri, query: q, k: 5, coverage: "require" }, { runtime }),
     ).rejects.toMatchObject({
       code: "INDEX_NOT_FOUND",
     });

@@ -6,10 +6,12 @@ import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
 import { beforeAll, describe, expect, test } from "vitest";
 import { loadConfig } from "../shared/config.js";
+import type { DatasetLocation } from "../shared/dataset.js";
 import { chooseIndex } from "../shared/index-choice.js";
+import type { Manifest } from "../shared/manifest.js";
 import { readManifest } from "../shared/manifest-store.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
-import { dropPredicate, type ViewSpec, viewName } from "../shared/views.js";
+import { dropPredicate, type ViewSpec, viewFolder, viewName } from "../shared/views.js";
 import { type Dataset, makeDataset, testRuntime } from "./support/fixtures.js";
 
 let ds: Dataset;
@@ -25,19 +27,29 @@ beforeAll(async () => {
   const dataset = runtime.resolveDataset(ds.uri);
   const version = await ds.table.version();
   const manifest = await readManifest(runtime.objects, ds.uri, version);
-  const index = chooseIndex(manifest, { indexName: "vector_idx" });
-  specs = index.segments.map((s) => ({
-    dataset,
-    version,
-    indexName: "vector_idx",
-    segments: [s.uuid],
-    fragments: s.fragments,
-  }));
+  specs = specOfSegments(manifest, dataset);
 });
 
+/** One spec per segment of vector_idx, at the manifest's version. */
+function specOfSegments(manifest: Manifest, dataset: DatasetLocation): ViewSpec[] {
+  const contents = new Map(manifest.fragments.map((f) => [f.id, f.content]));
+  return chooseIndex(manifest, { indexName: "vector_idx" }).segments.map((s) => ({
+    dataset,
+    version: manifest.version,
+    indexName: "vector_idx",
+    segments: [s.uuid],
+    fragments: s.fragments.map((id) => ({ id, content: contents.get(id) ?? "" })),
+    schema: manifest.schema,
+  }));
+}
+
+function folderOf(runtime: Runtime): string {
+  return join(runtime.config.localViewRoot, viewFolder(runtime.resolveDataset(ds.uri)));
+}
+
 async function viewVersions(runtime: Runtime, name: string): Promise<number> {
-  return (await readdir(join(runtime.config.localViewRoot, `${name}.lance`, "_versions"))).filter(
-    (f) => f.endsWith(".manifest"),
+  return (await readdir(join(folderOf(runtime), `${name}.lance`, "_versions"))).filter((f) =>
+    f.endsWith(".manifest"),
   ).length;
 }
 
@@ -49,13 +61,18 @@ describe("segment views", () => {
     expect(dropPredicate([3, 4], new Set([3, 4]))).toBe("");
   });
 
-  test("names are deterministic and differ per version, index and group", () => {
+  test("names follow content, not versions: index, group, fragment content and schema", () => {
     const [a, b] = specs;
     if (!a || !b) throw new Error("expected two segments");
     expect(viewName(a)).toBe(viewName({ ...a }));
+    expect(viewName(a)).toBe(viewName({ ...a, version: a.version - 1 }));
     expect(viewName(a)).not.toBe(viewName(b));
-    expect(viewName(a)).not.toBe(viewName({ ...a, version: a.version - 1 }));
     expect(viewName(a)).not.toBe(viewName({ ...a, indexName: "flat" }));
+    const [first, ...rest] = a.fragments;
+    if (!first) throw new Error("no fragment");
+    const changed = [{ ...first, content: "0".repeat(32) }, ...rest];
+    expect(viewName(a)).not.toBe(viewName({ ...a, fragments: changed }));
+    expect(viewName(a)).not.toBe(viewName({ ...a, schema: "1".repeat(32) }));
   });
 
   test("a view holds only its group's fragments, one segment and only the chosen index", async () => {
@@ -128,14 +145,14 @@ describe("segment views", () => {
     expect(va.name).toBe(vb.name);
     expect(va.searchedSegments).toBe(1);
     expect(vb.searchedSegments).toBe(1);
-    expect(await readdir(a.config.localViewRoot)).toEqual([`${va.name}.lance`]);
+    expect(await readdir(folderOf(a))).toEqual([`${va.name}.lance`]);
   });
 
   test("a half-written view (cloned, not yet restricted) is completed before use", async () => {
     const runtime = await testRuntime();
     const spec = specs[0];
     if (!spec) throw new Error("no segment");
-    const db = await lancedb.connect(runtime.config.localViewRoot);
+    const db = await lancedb.connect(folderOf(runtime));
     const half = await db.cloneTable(viewName(spec), ds.uri, {
       sourceVersion: spec.version,
       isShallow: true,

@@ -1,0 +1,94 @@
+/**
+ * Every view the plans of one version can use, whatever the request: for each vector index (or,
+ * on a vector column without one, its fragments searched flat), the groups at each width, and
+ * the flat group of the unindexed tail. `fanout prepare` builds them before the first query;
+ * `fanout gc` keeps them. Pure: no I/O.
+ * @module
+ */
+import type { DatasetLocation } from "./dataset.js";
+import { FanoutError } from "./errors.js";
+import { chooseIndex, type IndexChoice, vectorDimension } from "./index-choice.js";
+import type { Manifest } from "./manifest.js";
+import { type PlannedGroup, workUnits } from "./planner.js";
+import type { Coverage } from "./request.js";
+import { powersOfTwoUpTo } from "./strategy.js";
+import { type ViewSpec, viewName } from "./views.js";
+
+export interface VersionViewsOptions {
+  /** The widest plan: `LANCE_FANOUT_MAX_TASKS`. */
+  readonly maxTasks: number;
+  /** Coverages whose plans count: only "fallback" plans a flat group. */
+  readonly coverages: readonly Coverage[];
+  /**
+   * `likely`: the widths `auto` weighs (powers of two) and the widest, for prepare;
+   * `all`: every width a request's `maxTasks` can ask for, for gc.
+   */
+  readonly widths: "likely" | "all";
+}
+
+/** The distinct views of `manifest`'s version, by name. */
+export function versionViews(
+  manifest: Manifest,
+  dataset: DatasetLocation,
+  options: VersionViewsOptions,
+): Map<string, ViewSpec> {
+  const contents = new Map(manifest.fragments.map((f) => [f.id, f.content]));
+  const views = new Map<string, ViewSpec>();
+  const add = (indexName: string, group: Pick<PlannedGroup, "segments" | "fragments">) => {
+    const spec: ViewSpec = {
+      dataset,
+      version: manifest.version,
+      indexName,
+      segments: group.segments,
+      fragments: group.fragments.map((id) => ({ id, content: contents.get(id) ?? "" })),
+      schema: manifest.schema,
+    };
+    views.set(viewName(spec), spec);
+  };
+  for (const choice of indexChoices(manifest)) {
+    for (const coverage of options.coverages) {
+      const index = plannable(manifest, choice, coverage);
+      if (!index) continue;
+      const units = workUnits(index, coverage);
+      const widest = Math.max(1, Math.min(units.count, options.maxTasks));
+      const widths =
+        options.widths === "all"
+          ? Array.from({ length: widest }, (_, i) => i + 1)
+          : powersOfTwoUpTo(widest);
+      for (const width of widths) for (const group of units.group(width)) add(index.name, group);
+      for (const group of units.flat) add(index.name, group);
+    }
+  }
+  return views;
+}
+
+/** The index a request with this choice and coverage plans with, or none if it is refused. */
+function plannable(
+  manifest: Manifest,
+  choice: { column: string; indexName?: string },
+  coverage: Coverage,
+): IndexChoice | undefined {
+  try {
+    return chooseIndex(manifest, { ...choice, allowMissing: coverage === "fallback" });
+  } catch (err) {
+    // No index and no fallback, or a metric no request can search: no views.
+    if (err instanceof FanoutError) return undefined;
+    throw err;
+  }
+}
+
+/** Each vector index by column and name, and each vector column without an index. */
+function indexChoices(manifest: Manifest): { column: string; indexName?: string }[] {
+  const columns = manifest.fields.filter(
+    (f) => f.parentId === -1 && vectorDimension(f) !== undefined,
+  );
+  return columns.flatMap((field) => {
+    const names = new Set(
+      manifest.segments
+        .filter((s) => s.fieldIds[0] === field.id && s.metric !== null)
+        .map((s) => s.name),
+    );
+    if (names.size === 0) return [{ column: field.name }];
+    return [...names].map((indexName) => ({ column: field.name, indexName }));
+  });
+}
