@@ -27,7 +27,7 @@ export function createRuntime(config: FanoutConfig = loadConfig()): Runtime {
     config,
     objects,
     manifests: new ManifestCache(objects),
-    tables: new TableCache(config.s3),
+    tables: new TableCache(config.s3, config.metadataCacheBytes),
     views: new ViewCache(config, objects),
     resolveDataset: (dataset) => resolveDataset(dataset, config),
   };

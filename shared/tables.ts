@@ -41,12 +41,21 @@ export function connectDatabase(
 
 export class TableCache {
   readonly #s3: S3Config;
+  readonly #session: lancedb.Session;
   readonly #connections = new Map<string, Promise<Connection>>();
   readonly #pinned: LRUCache<string, Promise<Table>>;
   readonly #latest: LRUCache<string, Promise<Table>>;
 
-  constructor(s3: S3Config, maxPinned = 32) {
+  /**
+   * @param metadataCacheBytes bound of lancedb's metadata cache for these tables. Their index
+   * cache stays small: the planner and the merge read manifests and rows, never an index.
+   */
+  constructor(s3: S3Config, metadataCacheBytes: number, maxPinned = 32) {
     this.#s3 = s3;
+    this.#session = new lancedb.Session(
+      BigInt(64 * 1024 * 1024),
+      BigInt(Math.floor(metadataCacheBytes)),
+    );
     this.#latest = new LRUCache({
       max: maxPinned,
       dispose: (table) => void table.then((t) => t.close()).catch(() => {}),
@@ -131,6 +140,7 @@ export class TableCache {
       // Strong consistency: every open sees the newest committed version.
       connection = connectDatabase(location.dbUri, location.kind, this.#s3, {
         readConsistencyInterval: 0,
+        session: this.#session,
       });
       connection.catch(() => this.#connections.delete(location.dbUri));
       this.#connections.set(location.dbUri, connection);

@@ -117,6 +117,47 @@ describe("segment views", () => {
     expect(off.views.prewarmedBytes).toBe(0);
   });
 
+  test("prewarm counts each segment once across views of it, and a failed prewarm is retried", async () => {
+    const own = await makeDataset({ rounds: [4000, 2000] });
+    const runtime = await testRuntime({ LANCE_FANOUT_PREWARM: "eager" });
+    const dataset = runtime.resolveDataset(own.uri);
+    const at = async () =>
+      specOfSegments(
+        await readManifest(runtime.objects, own.uri, await own.table.version()),
+        dataset,
+      );
+    const [before] = await at();
+    if (!before) throw new Error("no segment");
+    await runtime.views.open(before);
+    const bytes = runtime.views.prewarmedBytes;
+    expect(bytes).toBeGreaterThan(0);
+    // A delete in the group's fragment: a new view of the same segment, counted once.
+    await own.table.delete(
+      `id = ${(await own.table.query().select(["id"]).limit(1).toArray())[0]?.id}`,
+    );
+    const after = (await at()).find((s) => s.segments[0] === before.segments[0]);
+    if (!after) throw new Error("segment gone");
+    const view = await runtime.views.open(after);
+    expect(view.name).not.toBe(viewName(before));
+    expect(runtime.views.prewarmedBytes).toBe(bytes);
+
+    const cold = await testRuntime({ LANCE_FANOUT_PREWARM: "background" });
+    const open = await cold.views.open(after);
+    let calls = 0;
+    const failing = {
+      ...open,
+      table: {
+        prewarmIndex: () =>
+          ++calls === 1 ? Promise.reject(new Error("S3 down")) : Promise.resolve(),
+      } as unknown as typeof open.table,
+    };
+    await cold.views.prewarm(failing);
+    expect(cold.views.prewarmedBytes).toBe(0);
+    await cold.views.prewarm(failing);
+    expect(calls).toBe(2);
+    expect(cold.views.prewarmedBytes).toBe(bytes);
+  });
+
   test("is created once and reused: by the cache in-process, from storage across processes", async () => {
     const runtime = await testRuntime();
     const spec = specs[1];
