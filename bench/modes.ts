@@ -207,6 +207,7 @@ function timingInvoker(runtime: Runtime, sink: { tasks: Phases[]; merge: number 
       sink.merge += performance.now() - t0;
       return out;
     },
+    prepareView: inner.prepareView,
   };
 }
 

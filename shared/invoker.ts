@@ -10,10 +10,17 @@ import { notFoundError } from "./manifest-store.js";
 import { type Hit, materialize, mergeCandidates } from "./merge.js";
 import { rescore } from "./refine.js";
 import type { Runtime } from "./runtime.js";
-import { searchSegments } from "./segment-search.js";
+import { prepareView, searchSegments } from "./segment-search.js";
 import type { ExecutionProfile } from "./strategy.js";
 import { isNotFound, type Table } from "./tables.js";
-import type { MergeInput, MergeOutput, SegmentTask, TaskCandidates } from "./tasks.js";
+import type {
+  MergeInput,
+  MergeOutput,
+  PreparedView,
+  SegmentTask,
+  TaskCandidates,
+  ViewTask,
+} from "./tasks.js";
 
 export interface Invoker {
   /** Where tasks run, for the planner's cost model and payload limits. */
@@ -22,6 +29,8 @@ export interface Invoker {
   searchSegments(task: SegmentTask): Promise<TaskCandidates>;
   /** Runs the merge. Failures reject with a FanoutError. */
   merge(input: MergeInput): Promise<MergeOutput>;
+  /** Builds and warms one view where tasks run (`fanout prepare`). */
+  prepareView(task: ViewTask): Promise<PreparedView>;
 }
 
 /** The merge step itself, shared by the in-process invoker and the merge function. */
@@ -69,6 +78,7 @@ export function inProcessInvoker(runtime: Runtime): Invoker {
     // Tasks share this process's cores; nothing is serialised, so no payload limit applies.
     profile: { parallelism: availableParallelism(), invokeMs: 0, maxPayloadBytes: Infinity },
     searchSegments: (task) => searchSegments(task, runtime),
+    prepareView: (task) => prepareView(task, runtime),
     merge: (input) => runMerge(input, runtime),
   };
 }

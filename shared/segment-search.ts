@@ -11,7 +11,7 @@ import { notFoundError } from "./manifest-store.js";
 import { compareHits } from "./merge.js";
 import type { Runtime } from "./runtime.js";
 import { isNotFound } from "./tables.js";
-import type { SegmentTask, TaskCandidates } from "./tasks.js";
+import type { PreparedView, SegmentTask, TaskCandidates, ViewTask } from "./tasks.js";
 import type { OpenView, ViewSpec } from "./views.js";
 
 export async function searchSegments(task: SegmentTask, runtime: Runtime): Promise<TaskCandidates> {
@@ -24,8 +24,18 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
   }
 }
 
+/** Builds (or verifies) a task's view and loads its index into this process's cache. */
+export async function prepareView(task: ViewTask, runtime: Runtime): Promise<PreparedView> {
+  const spec = viewSpecOf(task, runtime.resolveDataset(task.dataset));
+  const known = runtime.views.isOpen(spec);
+  const view = await runtime.views.open(spec);
+  await runtime.views.prewarm(view);
+  const created = view.created && !known;
+  return { view: view.name, created, searchedSegments: view.searchedSegments };
+}
+
 /** The view a task searches: its group of the pinned version. */
-export function viewSpecOf(task: SegmentTask, dataset: DatasetLocation): ViewSpec {
+export function viewSpecOf(task: SegmentTask | ViewTask, dataset: DatasetLocation): ViewSpec {
   return {
     dataset,
     version: task.version,

@@ -23,24 +23,42 @@ export const encodedCandidatesSchema = z.strictObject({
   distances: base64,
 });
 
-/** One segment-search task: search one group of a pinned version for one chunk of queries. */
-export const segmentTaskSchema = z.strictObject({
+/** The view of one group: what segment-search opens (see shared/views.ts `ViewSpec`). */
+const viewFields = {
   requestId: z.string().max(256),
   dataset: z.string().min(1),
   version: z.number().int().min(1),
-  column: z.string().min(1),
   /** Empty for a flat task over a dataset without a vector index. */
   indexName: z.string(),
-  metric: z.enum(DISTANCE_TYPES),
-  /** `index`: ANN over the group's segments; `flat`: exact search of unindexed fragments. */
-  kind: z.enum(["index", "flat"]),
-  group: count,
-  chunk: count,
   segments: z.array(uuid),
   /** The group's live fragments with their content digests: they name the view. */
   fragments: z.array(z.strictObject({ id: count, content: digest })).min(1),
   /** Digest of the dataset's schema at the pinned version. */
   schema: digest,
+};
+
+/** Build (or verify) one view and load its index, before a query needs it (`fanout prepare`). */
+export const viewTaskSchema = z.strictObject({ ...viewFields, prepare: z.literal(true) });
+export type ViewTask = z.infer<typeof viewTaskSchema>;
+
+/** What preparing a view did. */
+export const preparedViewSchema = z.strictObject({
+  view: z.string(),
+  /** True when this call created the view; false when it existed already. */
+  created: z.boolean(),
+  searchedSegments: count,
+});
+export type PreparedView = z.infer<typeof preparedViewSchema>;
+
+/** One segment-search task: search one group of a pinned version for one chunk of queries. */
+export const segmentTaskSchema = z.strictObject({
+  ...viewFields,
+  column: z.string().min(1),
+  metric: z.enum(DISTANCE_TYPES),
+  /** `index`: ANN over the group's segments; `flat`: exact search of unindexed fragments. */
+  kind: z.enum(["index", "flat"]),
+  group: count,
+  chunk: count,
   queries: encodedVectorsSchema,
   /** Candidates per query: k + offset, times the refine factor when the merge refines. */
   limit: z.number().int().min(1).max(LIMITS.maxCandidates),

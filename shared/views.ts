@@ -42,6 +42,8 @@ export interface ViewSpec {
 
 export interface OpenView {
   readonly name: string;
+  /** True when this process cloned it (it did not exist). */
+  readonly created: boolean;
   readonly uri: string;
   readonly table: Table;
   /** Index segments Lance sees in the view (must equal the group's). */
@@ -174,6 +176,11 @@ export class ViewCache {
     return view;
   }
 
+  /** Whether this process has the view open (or opening) already. */
+  isOpen(spec: ViewSpec): boolean {
+    return this.#views.has(viewName(spec));
+  }
+
   /** Forgets an open view (e.g. its files were collected): the next open verifies it anew. */
   evict(view: OpenView): void {
     this.#views.delete(view.name);
@@ -191,7 +198,8 @@ export class ViewCache {
     const root = `${this.#root(spec.dataset)}/${viewFolder(spec.dataset)}`;
     const connection = await this.#connection(root, spec.dataset.kind);
     const uri = `${root}/${name}.lance`;
-    const table = (await openIfExists(connection, name)) ?? (await clone(connection, name, spec));
+    const existing = await openIfExists(connection, name);
+    const table = existing ?? (await clone(connection, name, spec));
     let group: readonly ManifestSegment[];
     try {
       group = await this.#restrict(table, uri, spec);
@@ -216,6 +224,7 @@ export class ViewCache {
     }
     const view = {
       name,
+      created: existing === undefined,
       uri,
       table,
       searchedSegments,

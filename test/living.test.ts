@@ -5,6 +5,7 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, test } from "vitest";
+import { prepare } from "../shared/prepare.js";
 import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import { connectDatabase } from "../shared/tables.js";
@@ -146,5 +147,33 @@ describe("a dataset that changes", () => {
     await expectNative(restored);
     // The old content's views are still there: nothing to build.
     expect(await built()).toEqual({ index: 0, flat: 0 });
+  });
+});
+
+describe("prepare", () => {
+  test("builds the views of a version's plans, so searches build none; after a commit only what changed", async () => {
+    const own = await makeDataset({ rounds: [4000, 1500, 6000] });
+    const rt = await testRuntime();
+    const folder = join(rt.config.localViewRoot, viewFolder(rt.resolveDataset(own.uri)));
+    const count = async () => (await readdir(folder).catch(() => [])).length;
+    const first = await prepare({ dataset: own.uri }, { runtime: rt });
+    expect(first.version).toBe(await own.table.version());
+    expect(first.created).toBe(first.views);
+    expect(await count()).toBe(first.views);
+    for (const strategy of ["auto", "segments", "single"] as const) {
+      const response = await vectorSearch(
+        { dataset: own.uri, query: QUERIES, k: 5, strategy },
+        { runtime: rt },
+      );
+      expect(response.results).toHaveLength(QUERIES.length * 5);
+    }
+    expect(await count()).toBe(first.views);
+    expect((await prepare({ dataset: own.uri }, { runtime: rt })).created).toBe(0);
+    await own.table.add(rows(300));
+    const appended = await prepare({ dataset: own.uri }, { runtime: rt });
+    expect(appended.created).toBe(1); // the unindexed tail's view
+    await expect(
+      prepare({ dataset: own.uri, version: 999 }, { runtime: rt }),
+    ).rejects.toMatchObject({ code: "VERSION_NOT_FOUND" });
   });
 });

@@ -9,7 +9,7 @@ import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js"
 import type { Invoker } from "../../shared/invoker.js";
 import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
 import type { ExecutionProfile } from "../../shared/strategy.js";
-import { type MergeOutput, taskCandidatesSchema } from "../../shared/tasks.js";
+import { type MergeOutput, preparedViewSchema, taskCandidatesSchema } from "../../shared/tasks.js";
 
 export interface LambdaInvokerOptions {
   /** Name or ARN of the segment-search function. */
@@ -52,6 +52,7 @@ export function lambdaInvokerFromEnv(env = process.env): Invoker {
     profile: lambdaProfile(env),
     searchSegments: (task) => get().searchSegments(task),
     merge: (input) => get().merge(input),
+    prepareView: (task) => get().prepareView(task),
   };
 }
 
@@ -146,5 +147,9 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
       return parsed.data;
     },
     merge: (input) => invoke<MergeOutput>(options.mergeFunction, input, "INTERNAL"),
+    prepareView: async (task) =>
+      preparedViewSchema.parse(
+        await invoke<unknown>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),
+      ),
   };
 }
