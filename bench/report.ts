@@ -400,7 +400,7 @@ export async function writeReport(
     "gets no performance record.",
     "",
     "```sh",
-    "npm run bench                                   # all datasets, every path (in-process, stack, cold)",
+    "npm run bench                                   # all datasets, every path (in-process, stack, cold, reads, stack-reads)",
     "npm run bench -- --dataset synth-many --paths in-process --batch 1 --widths 1,2,4,8,16,67",
     "npm run bench -- --smoke                        # < 60 s, also run by npm test",
     "npm run bench -- --dataset fashion-mnist --paths reads,stack-reads --widths 1,2,4,8   # S3 GETs per query",
@@ -482,7 +482,8 @@ export async function writeReport(
       md.push(
         "### S3 requests per query, batch 1, warm",
         "",
-        "Counted by the proxy in front of the local S3 during the timed queries only (views made and every index prewarmed before), divided by the queries; data GETs are the refine's reads of raw vectors.",
+        `Version ${[...new Set(dsReads.map((r) => `${r.version} (${r.segments} segments, manifest sha256 \`${String(r.manifestHash).slice(0, 16)}\`)`))].join(", ")}, k=${dsReads[0]?.k}, nprobes=${dsReads[0]?.nprobes}. ` +
+          "Counted by the proxy in front of the local S3 during the timed queries only (views made and every index prewarmed before), divided by the queries; data GETs are the refine's reads of raw vectors.",
         "",
         ...readsTable(dsReads),
         "",

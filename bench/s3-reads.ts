@@ -22,10 +22,10 @@ import { type BenchS3, BUCKET, startBenchS3, startBenchStack, uploadDataset } fr
 import { round, shuffled, summarize } from "./stats.js";
 
 /** The bench paths this module measures, and the `path` of their records. */
-export const READS_PATHS = { reads: "in-process+s3", "stack-reads": "stack" } as const;
+const READS_PATHS = { reads: "in-process+s3", "stack-reads": "stack" } as const;
 
 /** Requests of one kind: GETs by the dataset directory they read, LISTs, other methods. */
-export function requestKind(method: string, url: string): string {
+function requestKind(method: string, url: string): string {
   if (method !== "GET") return method.toLowerCase();
   const [path = "", query = ""] = url.split("?");
   if (/(^|&)(list-type|prefix|delimiter)=/.test(query)) return "list";
@@ -56,7 +56,7 @@ function tally(): {
   };
 }
 
-/** GET kinds (object reads); LISTs and other methods are requests but not GETs. */
+/** Kinds that are requests but not object GETs: LISTs and the other methods. */
 const NOT_GETS = new Set(["list", "head", "put", "post", "delete"]);
 
 function since(before: Counts, after: Counts): Counts {
