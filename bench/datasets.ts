@@ -31,7 +31,8 @@ export const TABLE = "items";
 export interface SearchParams {
   readonly k: number;
   readonly nprobes: number;
-  readonly refineFactor: number;
+  /** Absent: no refine step (the index distances rank; `bench/s3-reads.ts` contrasts both). */
+  readonly refineFactor?: number;
 }
 
 export interface DatasetSpec {

@@ -57,6 +57,13 @@ function readVersion(dir: string): string {
 
 export const THREAD_VARS = ["LANCE_CPU_THREADS", "LANCE_IO_THREADS", "TOKIO_WORKER_THREADS"];
 
+/** The thread variables set in this process, for the stack's workers. */
+export function threadEnv(): Record<string, string> {
+  return Object.fromEntries(
+    THREAD_VARS.flatMap((v) => (process.env[v] ? [[v, process.env[v] as string]] : [])),
+  );
+}
+
 export function environment(): Environment {
   return {
     cpuModel: cpus()[0]?.model ?? "?",

@@ -81,7 +81,7 @@ export function productRequest(
     dataset: uri,
     k: params.k,
     nprobes: params.nprobes,
-    refineFactor: params.refineFactor,
+    ...(params.refineFactor === undefined ? {} : { refineFactor: params.refineFactor }),
     version: info.version,
   };
   if (PRODUCT_HAS_STRATEGY) {
@@ -167,9 +167,9 @@ export async function nativeSearch(
     .column("vector")
     .limit(params.k)
     .nprobes(params.nprobes)
-    .refineFactor(params.refineFactor)
     .withRowId()
     .select(["_distance"]);
+  if (params.refineFactor !== undefined) q = q.refineFactor(params.refineFactor);
   for (const v of queries.slice(1)) q = q.addQueryVector(v);
   const batch = await q.toArrow();
   const ids: { id: string; d: number }[][] = queries.map(() => []);
@@ -211,16 +211,41 @@ function timingInvoker(runtime: Runtime, sink: { tasks: Phases[]; merge: number 
   };
 }
 
-export async function inProcessTarget(info: DatasetInfo, runtime: Runtime): Promise<Target> {
-  const table = await openNative(info.dir, {}, info.version, runtime.config.prewarm !== "off");
-  const params = info.spec.search;
+/** Where a target reads the dataset: the table URI, its database URI and lancedb storage options. */
+export interface DataLocation {
+  readonly uri: string;
+  readonly dbUri: string;
+  readonly storageOptions: Record<string, string>;
+}
+
+/** The dataset's local build under bench/cache. */
+export function localData(info: DatasetInfo): DataLocation {
+  return { uri: info.uri, dbUri: info.dir, storageOptions: {} };
+}
+
+/**
+ * Native and the product in this process, on `data` (local files by default; the local S3 for
+ * request counts), with the dataset's search parameters unless `params` says otherwise.
+ */
+export async function inProcessTarget(
+  info: DatasetInfo,
+  runtime: Runtime,
+  data: DataLocation = localData(info),
+  params: SearchParams = info.spec.search,
+): Promise<Target> {
+  const table = await openNative(
+    data.dbUri,
+    data.storageOptions,
+    info.version,
+    runtime.config.prewarm !== "off",
+  );
   return {
     path: "in-process",
     async search(mode, queries) {
       if (mode.name === "native") {
         return { ids: await nativeSearch(table, params, queries), tasks: 0 };
       }
-      const request = productRequest(info, info.uri, params, mode);
+      const request = productRequest(info, data.uri, params, mode);
       if (!request) throw new Error(`mode ${mode.name} is not available in this product version`);
       const sink = { tasks: [] as Phases[], merge: 0 };
       const invoker = timingInvoker(runtime, sink);
@@ -255,11 +280,11 @@ export async function stackTarget(
   info: DatasetInfo,
   s3Uri: string,
   stack: Pick<BenchStack, "lambdaEndpoint" | "storageOptions" | "prewarm" | "warmEveryWorker">,
+  params: SearchParams = info.spec.search,
 ): Promise<Target> {
   const { lambdaEndpoint } = stack;
   const dbUri = s3Uri.slice(0, s3Uri.lastIndexOf("/"));
   let table: lancedb.Table | undefined;
-  const params = info.spec.search;
   const client = loopbackLambdaClient(lambdaEndpoint);
   const send = async (request: Record<string, unknown>): Promise<SearchResponse> => {
     const out = await client.send(

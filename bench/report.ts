@@ -43,13 +43,16 @@ export async function loadRecords(dir: string): Promise<Rec[]> {
   return out;
 }
 
+/** Record types that make a cell's newest run (the others are kept with that run). */
+const CELL_TYPES = new Set(["measurement", "rejected", "task-profile", "s3-reads"]);
+
 /** For each (dataset, path, batch), the records of the newest run that measured it. */
 function newest(records: Rec[]): Rec[] {
   const cell = (r: Rec) =>
-    `${r.dataset}|${r.type === "task-profile" ? "tp" : `${r.path}|${r.batch}`}`;
+    `${r.dataset}|${r.type === "task-profile" ? "tp" : `${r.type === "s3-reads" ? "reads|" : ""}${r.path}|${r.batch}`}`;
   const latest = new Map<string, string>();
   for (const r of records) {
-    if (r.type !== "measurement" && r.type !== "rejected" && r.type !== "task-profile") continue;
+    if (!CELL_TYPES.has(r.type)) continue;
     const key = cell(r);
     const prev = latest.get(key);
     if (!prev || r.runId > prev) latest.set(key, r.runId);
@@ -310,6 +313,47 @@ function autoGoals(ms: Measurement[]): Goal[] {
   });
 }
 
+/** One `s3-reads` record (bench/s3-reads.ts). */
+interface Reads extends Rec {
+  dataset: string;
+  path: string;
+  mode: string;
+  width: number;
+  tasks: number;
+  refineFactor: number | null;
+  queries: number;
+  getsPerQuery: number;
+  bytesPerQuery: number;
+  requestsPerQueryByKind: Record<string, number>;
+  p50: number;
+  recall: number;
+}
+
+const READS_PATH_LABEL: Record<string, string> = {
+  "in-process+s3": "in-process, local S3",
+  stack: "local stack",
+};
+
+function readsTable(rows: Reads[]): string[] {
+  const lines = [
+    "| path | refineFactor | mode | tasks | queries | GETs / query | data GETs / query | KB / query | p50 ms | recall@k |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  const sorted = [...rows].sort(
+    (a, b) =>
+      a.path.localeCompare(b.path) ||
+      (b.refineFactor ?? 0) - (a.refineFactor ?? 0) ||
+      (a.mode === "native" ? -1 : 0) - (b.mode === "native" ? -1 : 0) ||
+      a.width - b.width,
+  );
+  for (const r of sorted) {
+    lines.push(
+      `| ${READS_PATH_LABEL[r.path] ?? r.path} | ${r.refineFactor ?? "none"} | ${label(r)} | ${r.tasks} | ${r.queries} | ${fmt(r.getsPerQuery, 1)} | ${fmt(r.requestsPerQueryByKind.data ?? 0, 1)} | ${fmt(r.bytesPerQuery / 1024, 1)} | ${fmt(r.p50)} | ${fmt(r.recall, 3)} |`,
+    );
+  }
+  return lines;
+}
+
 function table(rows: Measurement[], nativeP50: number | undefined): string[] {
   const lines = [
     "| mode | tasks | n | p50 ms | p95 ms | x native p50 | recall@k | plan / views / search / merge (p50 ms) |",
@@ -333,6 +377,7 @@ export async function writeReport(
 ): Promise<string> {
   const all = newest(await loadRecords(resultsDir));
   const ms = all.filter((r): r is Measurement => r.type === "measurement");
+  const reads = all.filter((r): r is Reads => r.type === "s3-reads");
   const rejected = all.filter((r) => r.type === "rejected");
   const runs = all.filter((r) => r.type === "run");
   const plotDir = join(BENCH_DIR, "plots");
@@ -355,9 +400,10 @@ export async function writeReport(
     "gets no performance record.",
     "",
     "```sh",
-    "npm run bench                                   # all datasets, every path (in-process, stack, cold)",
+    "npm run bench                                   # all datasets, every path (in-process, stack, cold, reads, stack-reads)",
     "npm run bench -- --dataset synth-many --paths in-process --batch 1 --widths 1,2,4,8,16,67",
     "npm run bench -- --smoke                        # < 60 s, also run by npm test",
+    "npm run bench -- --dataset fashion-mnist --paths reads,stack-reads --widths 1,2,4,8   # S3 GETs per query",
     "npm run bench -- --calibrate                    # fit shared/calibration.json from the results",
     "npm run bench -- --report-only                  # regenerate this file from bench/results",
     "tsx bench/build-datasets.ts fashion-mnist synth-1m synth-many   # build / reuse bench/cache",
@@ -374,6 +420,10 @@ export async function writeReport(
     "product's views prewarmed on first use (`LANCE_FANOUT_PREWARM=eager`); through the stack,",
     "before a mode is timed, each task of its plan is sent to every segment-search worker at once",
     "(one invocation per worker, so each worker gets one copy): every worker holds every view.",
+    "`reads` and `stack-reads` (bench/s3-reads.ts) count the S3 requests and bytes of warm single",
+    "queries through that proxy (no injected latency), native and `segments` G=n, with the",
+    "dataset's `refineFactor` and without: in-process with the data on the local S3, and through",
+    "the stack.",
     "",
   ];
   for (const run of runs) {
@@ -397,7 +447,7 @@ export async function writeReport(
   for (const g of goals(ms)) md.push(`| ${g.goal} | ${g.measured} | ${g.verdict} |`);
   md.push("");
 
-  const datasets = [...new Set(ms.map((m) => m.dataset))];
+  const datasets = [...new Set([...ms, ...reads].map((m) => m.dataset))];
   for (const ds of datasets) {
     const info = (all.find((r) => r.type === "dataset" && r.dataset === ds)?.info ?? {}) as Record<
       string,
@@ -426,6 +476,18 @@ export async function writeReport(
       md.push(`### ${path}, batch ${batch}, ${phase}`, "");
       md.push(...table(rows, find(rows, { mode: "native" })[0]?.p50), "");
       md.push(`![${title}](plots/${file})`, "");
+    }
+    const dsReads = reads.filter((r) => r.dataset === ds);
+    if (dsReads.length) {
+      md.push(
+        "### S3 requests per query, batch 1, warm",
+        "",
+        `Version ${[...new Set(dsReads.map((r) => `${r.version} (${r.segments} segments, manifest sha256 \`${String(r.manifestHash).slice(0, 16)}\`)`))].join(", ")}, k=${dsReads[0]?.k}, nprobes=${dsReads[0]?.nprobes}. ` +
+          "Counted by the proxy in front of the local S3 during the timed queries only (views made and every index prewarmed before), divided by the queries; data GETs are the refine's reads of raw vectors.",
+        "",
+        ...readsTable(dsReads),
+        "",
+      );
     }
     const rej = rejected.filter((r) => r.dataset === ds);
     if (rej.length) {

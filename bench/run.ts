@@ -31,7 +31,7 @@ import {
   random,
   recallAtK,
 } from "./datasets.js";
-import { environment, type ProcessResources, selfResources, sources, THREAD_VARS } from "./env.js";
+import { environment, type ProcessResources, selfResources, sources, threadEnv } from "./env.js";
 import { fitTasks, type TaskPoint } from "./model.js";
 import {
   ALL_MODES,
@@ -46,6 +46,7 @@ import {
   type Target,
 } from "./modes.js";
 import { writeReport } from "./report.js";
+import { measureS3Reads } from "./s3-reads.js";
 import { type BenchStack, invokeProbe, startBenchStack, uploadDataset } from "./stack.js";
 import { percentile, round, shuffled, summarize } from "./stats.js";
 
@@ -76,8 +77,11 @@ export interface BenchOptions {
   log: (line: string) => void;
 }
 
-/** `cold`: the stack behind injected S3 latency, cold then warm (`--cold` samples). */
-export const BENCH_PATHS = ["in-process", "stack", "cold"] as const;
+/**
+ * `cold`: the stack behind injected S3 latency, cold then warm (`--cold` samples); `reads` and
+ * `stack-reads`: S3 requests per query, in this process or through the stack (s3-reads.ts).
+ */
+export const BENCH_PATHS = ["in-process", "stack", "cold", "reads", "stack-reads"] as const;
 export type BenchPath = (typeof BENCH_PATHS)[number];
 
 /** One JSON line in bench/results. */
@@ -136,13 +140,16 @@ export async function runBench(
     if (options.paths.includes("stack") || options.paths.includes("cold")) {
       await stackPhases(ctx);
     }
+    if (options.paths.includes("reads") || options.paths.includes("stack-reads")) {
+      await measureS3Reads(ctx);
+    }
   }
   await emit({ type: "end", finishedAt: new Date().toISOString(), loadAverage: loadavg() });
   if (options.report) await writeReport(options.out, log);
   return { file, records };
 }
 
-interface DatasetContext {
+export interface DatasetContext {
   readonly info: DatasetInfo;
   readonly spec: DatasetSpec;
   readonly queries: number[][];
@@ -409,10 +416,7 @@ async function taskProfile(ctx: DatasetContext, runtime: Runtime): Promise<void>
 async function stackPhases(ctx: DatasetContext): Promise<void> {
   const { options, info } = ctx;
   const dataDir = join(CACHE_DIR, "s3");
-  const threads = Object.fromEntries(
-    THREAD_VARS.flatMap((v) => (process.env[v] ? [[v, process.env[v] as string]] : [])),
-  );
-  const stackOptions = { dataDir, workers: options.workers, workerEnv: threads };
+  const stackOptions = { dataDir, workers: options.workers, workerEnv: threadEnv() };
   // Warm, no injected latency: the overhead of the real invoke path.
   if (options.paths.includes("stack")) {
     const stack = await startBenchStack({
@@ -636,7 +640,8 @@ export function cli(argv: string[] = process.argv): Command {
     .option("--batch <sizes>", "batch sizes (queries per request)", numbers, [1, 100])
     .option(
       "--paths <paths>",
-      "in-process,stack,cold (cold: the stack with injected S3 latency)",
+      "in-process,stack,cold,reads,stack-reads (cold: the stack with injected S3 latency; " +
+        "reads: S3 requests per query on the local S3, in-process and through the stack)",
       list,
       [...BENCH_PATHS],
     )

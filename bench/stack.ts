@@ -55,31 +55,18 @@ export interface BenchStackOptions {
   readonly onRequest?: S3ProxyOptions["onRequest"];
 }
 
-export interface BenchStack {
+/** The local S3 behind the S3-like proxy, without functions: what in-process runs on S3 need. */
+export interface BenchS3 {
   readonly s3: LocalS3;
   readonly proxy: S3Proxy;
-  readonly lambdaEndpoint: string;
-  /** LANCE_FANOUT_PREWARM of the current workers. */
-  readonly prewarm: PrewarmMode;
-  /** Environment of the functions; also what this process needs to reach S3 through the proxy. */
-  readonly env: Readonly<Record<string, string>>;
   /** lancedb storage options through the proxy. */
   storageOptions(): Record<string, string>;
-  /**
-   * Replaces every worker by a fresh process (empty caches) and starts them (init excluded);
-   * `prewarm` changes LANCE_FANOUT_PREWARM for the new workers.
-   */
-  freshWorkers(prewarm?: PrewarmMode): Promise<void>;
-  /**
-   * Runs `request` once with each of its tasks sent to every segment-search worker: afterwards
-   * every worker holds every view of that plan (prewarmed when the workers prewarm eagerly).
-   */
-  warmEveryWorker(request: Record<string, unknown>): Promise<void>;
-  resources(): ProcessResources[];
   stop(): Promise<void>;
 }
 
-export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
+export async function startBenchS3(
+  options: Pick<BenchStackOptions, "dataDir" | "latencyMs" | "bandwidthMBps" | "onRequest">,
+): Promise<BenchS3> {
   const s3 = await startLocalS3({
     directory: options.dataDir,
     port: 0,
@@ -91,6 +78,45 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     bandwidthMBps: options.bandwidthMBps,
     ...(options.onRequest ? { onRequest: options.onRequest } : {}),
   });
+  return {
+    s3,
+    proxy,
+    storageOptions: () => ({
+      aws_endpoint: proxy.endpoint,
+      allow_http: "true",
+      aws_access_key_id: s3.credentials.accessKeyId,
+      aws_secret_access_key: s3.credentials.secretAccessKey,
+      aws_region: "us-east-1",
+    }),
+    async stop() {
+      await proxy.stop();
+      await s3.stop();
+    },
+  };
+}
+
+export interface BenchStack extends BenchS3 {
+  readonly lambdaEndpoint: string;
+  /** LANCE_FANOUT_PREWARM of the current workers. */
+  readonly prewarm: PrewarmMode;
+  /** Environment of the functions; also what this process needs to reach S3 through the proxy. */
+  readonly env: Readonly<Record<string, string>>;
+  /**
+   * Replaces every worker by a fresh process (empty caches) and starts them (init excluded);
+   * `prewarm` changes LANCE_FANOUT_PREWARM for the new workers.
+   */
+  freshWorkers(prewarm?: PrewarmMode): Promise<void>;
+  /**
+   * Runs `request` once with each of its tasks sent to every segment-search worker: afterwards
+   * every worker holds every view of that plan (prewarmed when the workers prewarm eagerly).
+   */
+  warmEveryWorker(request: Record<string, unknown>): Promise<void>;
+  resources(): ProcessResources[];
+}
+
+export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
+  const storage = await startBenchS3(options);
+  const { proxy } = storage;
   const lambdaPort = await freePort();
   const lambdaEndpoint = `http://127.0.0.1:${lambdaPort}`;
   let env: Record<string, string> = {
@@ -115,8 +141,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       lambda.workerPids(name).flatMap((pid) => procResources(name, pid) ?? []),
     );
   return {
-    s3,
-    proxy,
+    ...storage,
     lambdaEndpoint,
     get prewarm() {
       return env.LANCE_FANOUT_PREWARM as PrewarmMode;
@@ -124,13 +149,6 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     get env() {
       return env;
     },
-    storageOptions: () => ({
-      aws_endpoint: proxy.endpoint,
-      allow_http: "true",
-      aws_access_key_id: s3.credentials.accessKeyId,
-      aws_secret_access_key: s3.credentials.secretAccessKey,
-      aws_region: "us-east-1",
-    }),
     async freshWorkers(prewarm) {
       retired = [...retired, ...resources()];
       await lambda.stop();
@@ -142,8 +160,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     resources: () => [...retired, ...resources()],
     async stop() {
       await lambda.stop();
-      await proxy.stop();
-      await s3.stop();
+      await storage.stop();
     },
   };
 }
@@ -246,7 +263,10 @@ export async function invokeProbe(endpoint: string, samples: number): Promise<nu
 }
 
 /** Copies a local dataset into the local S3 once (a marker object records the manifest hash). */
-export async function uploadDataset(stack: BenchStack, info: DatasetInfo): Promise<string> {
+export async function uploadDataset(
+  stack: Pick<BenchS3, "s3">,
+  info: DatasetInfo,
+): Promise<string> {
   const prefix = `bench/${info.name}`;
   const uri = `s3://${BUCKET}/${prefix}/items.lance`;
   const client = new S3Client({

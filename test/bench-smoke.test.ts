@@ -1,8 +1,9 @@
 /**
  * The benchmark's smoke run: a tiny multi-segment dataset, every mode in-process, records with
  * raw durations and recall; and the recall gate: a threshold no mode can reach writes no
- * performance record, only records that say why. And the stack's warm-up: after it, every worker
- * answers every task of the plan from its prewarmed views.
+ * performance record, only records that say why. S3 reads per warm query: the merge's one refine
+ * reads what native's does, whatever the number of tasks. And the stack's warm-up: after it,
+ * every worker answers every task of the plan from its prewarmed views.
  */
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -104,6 +105,36 @@ describe("bench smoke run", () => {
       expect(r).not.toHaveProperty("durationsMs");
       expect(r).not.toHaveProperty("p50");
     }
+  });
+
+  it("counts S3 reads per warm query: the refine reads as much at G = all segments as native", async () => {
+    const info = await datasets.ensureDataset(datasets.DATASETS.smoke as DatasetSpec);
+    const out = await mkdtemp(join(tmpdir(), "bench-out-"));
+    const { file } = await bench.runBench(
+      options(out, {
+        paths: ["reads"],
+        modes: ["native", "segments"],
+        widths: [info.segments],
+        batches: [1],
+      }),
+    );
+    const reads = (await lines(file)).filter((r) => r.type === "s3-reads");
+    type Reads = { tasks: number; queries: number; getsPerQuery: number; bytesPerQuery: number };
+    const cell = (mode: string, refineFactor: number | null) =>
+      reads.find((r) => r.mode === mode && r.refineFactor === refineFactor) as unknown as Reads;
+    const native = cell("native", 4);
+    const all = cell("segments", 4);
+    expect(all.tasks).toBe(info.segments);
+    expect(all.queries).toBe(4);
+    // The refine reads raw vectors from S3 (warm: nothing else is read).
+    expect(native.getsPerQuery).toBeGreaterThan(0);
+    // One refine of the global top k x refineFactor, as native's; a refine per task read each
+    // task's own top k x refineFactor (measured here: 1.48x native's bytes at G = 5).
+    expect(all.bytesPerQuery).toBeLessThanOrEqual(native.bytesPerQuery * 1.2);
+    expect(all.getsPerQuery).toBeLessThanOrEqual(native.getsPerQuery * 1.2);
+    // Without a refine step a warm query reads nothing: every index is in memory.
+    expect(cell("native", null).getsPerQuery).toBe(0);
+    expect(cell("segments", null).getsPerQuery).toBe(0);
   });
 
   it("warms every view of a plan in every stack worker before a mode is timed", async () => {
