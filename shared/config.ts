@@ -4,7 +4,7 @@
  */
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { COVERAGE_MODES, type Coverage } from "./request.js";
+import { COVERAGE_MODES, type Coverage, LIMITS } from "./request.js";
 
 /** Where and how lance-fanout reaches S3. Empty fields fall back to the SDK defaults. */
 export interface S3Config {
@@ -55,6 +55,16 @@ export interface FanoutConfig {
   readonly metadataCacheBytes: number;
   /** Coverage of a request that sets none. @default "fallback" (native lancedb's behaviour) */
   readonly coverage: Coverage;
+  /** What gc keeps (shared/gc.ts). */
+  readonly gc: {
+    /** Views of the newest this many versions stay. @default 3 */
+    readonly keepVersions: number;
+    /**
+     * A view stays while it is younger than this, or used by a version that was the latest
+     * this recently; longer than any query's deadline (15 minutes). @default 60 minutes
+     */
+    readonly graceMs: number;
+  };
   readonly s3: S3Config;
 }
 
@@ -68,7 +78,8 @@ type Env = Readonly<Record<string, string | undefined>>;
  * `LANCE_FANOUT_MAX_TASKS`, `LANCE_FANOUT_VIEW_ROOT`, `LANCE_FANOUT_S3_VIEW_PREFIX`,
  * `LANCE_FANOUT_ALLOWED_DATASETS` (comma-separated), `LANCE_FANOUT_ALLOW_LOCAL`,
  * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, `LANCE_FANOUT_PREWARM`,
- * `LANCE_FANOUT_INDEX_CACHE_MB`, `LANCE_FANOUT_METADATA_CACHE_MB`, `LANCE_FANOUT_COVERAGE`, and for S3 `AWS_ENDPOINT_URL_S3`
+ * `LANCE_FANOUT_INDEX_CACHE_MB`, `LANCE_FANOUT_METADATA_CACHE_MB`, `LANCE_FANOUT_COVERAGE`,
+ * `LANCE_FANOUT_GC_KEEP_VERSIONS`, `LANCE_FANOUT_GC_GRACE_MINUTES`, and for S3 `AWS_ENDPOINT_URL_S3`
  * (or `AWS_ENDPOINT_URL`), `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
  * `AWS_SESSION_TOKEN`.
  */
@@ -87,6 +98,10 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     metadataCacheBytes:
       intVar(env, "LANCE_FANOUT_METADATA_CACHE_MB", lambdaMemoryMb(env, 8, 256)) * MB,
     coverage: enumVar(env, "LANCE_FANOUT_COVERAGE", COVERAGE_MODES, "fallback"),
+    gc: {
+      keepVersions: intVar(env, "LANCE_FANOUT_GC_KEEP_VERSIONS", 3),
+      graceMs: graceMinutes(env) * 60_000,
+    },
     s3: {
       endpoint: text(env.AWS_ENDPOINT_URL_S3) ?? text(env.AWS_ENDPOINT_URL),
       region: text(env.AWS_REGION) ?? text(env.AWS_DEFAULT_REGION) ?? "us-east-1",
@@ -121,6 +136,18 @@ function intVar(env: Env, name: string, fallback: number): number {
 }
 
 const MB = 1024 * 1024;
+
+/** A view must outlive every query that may still use it: no query runs over 15 minutes. */
+function graceMinutes(env: Env): number {
+  const minutes = intVar(env, "LANCE_FANOUT_GC_GRACE_MINUTES", 60);
+  const floor = Math.ceil(LIMITS.maxTimeoutMs / 60_000);
+  if (minutes <= floor) {
+    throw new TypeError(
+      `Environment variable LANCE_FANOUT_GC_GRACE_MINUTES must be over ${floor} (the longest query deadline), got ${minutes}`,
+    );
+  }
+  return minutes;
+}
 
 /** `1/divisor` of the Lambda function's memory in MiB, or `fallback` outside Lambda. */
 function lambdaMemoryMb(env: Env, divisor: number, fallback: number): number {

@@ -68,6 +68,16 @@ export class TableCache {
 
   /** The dataset's current version, read from storage now (no cached notion of "latest"). */
   async latestVersion(location: DatasetLocation): Promise<number> {
+    return (await this.#latestHandle(location)).version();
+  }
+
+  /** Every version the dataset still has, with its commit time. */
+  async versions(location: DatasetLocation): Promise<{ version: number; timestamp: Date }[]> {
+    const versions = await (await this.#latestHandle(location)).listVersions();
+    return versions.map((v) => ({ version: v.version, timestamp: new Date(v.timestamp) }));
+  }
+
+  #latestHandle(location: DatasetLocation): Promise<Table> {
     // One handle per dataset: its connection's strong consistency re-checks the newest version
     // on every call, so the table is not opened again for each query.
     let table = this.#latest.get(location.uri);
@@ -76,7 +86,7 @@ export class TableCache {
       table.catch(() => this.#latest.delete(location.uri));
       this.#latest.set(location.uri, table);
     }
-    return (await table).version();
+    return table;
   }
 
   /**

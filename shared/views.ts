@@ -66,9 +66,17 @@ export function viewName(spec: ViewSpec): string {
   return `view-${digest(key)}`;
 }
 
-/** The folder of a dataset's views under the view root: gc lists one dataset at a time. */
-export function viewFolder(dataset: DatasetLocation): string {
-  return `ds-${digest(dataset.uri).slice(0, 16)}`;
+/**
+ * The folder of a dataset's views under the view root: the dataset's own key (its path for a
+ * local dataset), so a listing of the root tells which dataset each view belongs to (gc).
+ */
+export function viewFolder(dataset: Pick<DatasetLocation, "kind" | "uri">): string {
+  return dataset.kind === "s3" ? splitS3Uri(dataset.uri).key : dataset.uri.replace(/^\/+/, "");
+}
+
+/** The dataset a view folder belongs to: the inverse of {@link viewFolder}. */
+export function datasetOfFolder(root: string, folder: string): string {
+  return root.startsWith("s3://") ? `s3://${splitS3Uri(root).bucket}/${folder}` : `/${folder}`;
 }
 
 /**
@@ -318,7 +326,10 @@ export class ViewCache {
  * prefix in the dataset's own bucket for S3 (lancedb 0.31 writes cross-bucket shallow clones to
  * the wrong store).
  */
-export function viewRoot(config: FanoutConfig, dataset: DatasetLocation): string {
+export function viewRoot(
+  config: FanoutConfig,
+  dataset: Pick<DatasetLocation, "kind" | "uri">,
+): string {
   if (dataset.kind === "local") return config.localViewRoot;
   if (!config.s3ViewPrefix) {
     throw new FanoutError(
