@@ -1,5 +1,5 @@
 /**
- * Bundles the three handlers and the worker entry with esbuild, as CDK's NodejsFunction does for
+ * Bundles the handlers and the worker entry with esbuild, as CDK's NodejsFunction does for
  * Lambda, so local workers start as plain Node processes (no TypeScript loader on each start).
  * @module
  */
@@ -18,6 +18,7 @@ export interface FunctionBundles {
   readonly planner: string;
   readonly segmentSearch: string;
   readonly merge: string;
+  readonly gc: string;
 }
 
 /**
@@ -32,6 +33,7 @@ export async function bundleFunctions(): Promise<FunctionBundles> {
     planner: join(ROOT, "functions", "planner", `handler${EXT}`),
     "segment-search": join(ROOT, "functions", "segment-search", `handler${EXT}`),
     merge: join(ROOT, "functions", "merge", `handler${EXT}`),
+    gc: join(ROOT, "functions", "gc", `handler${EXT}`),
   };
   await build({
     entryPoints,
@@ -55,5 +57,6 @@ export async function bundleFunctions(): Promise<FunctionBundles> {
     planner: file("planner"),
     segmentSearch: file("segment-search"),
     merge: file("merge"),
+    gc: file("gc"),
   };
 }

@@ -49,6 +49,7 @@ export const FUNCTIONS = {
   planner: "lance-fanout-planner",
   segmentSearch: "lance-fanout-segment-search",
   merge: "lance-fanout-merge",
+  gc: "lance-fanout-gc",
 } as const;
 
 export async function startStack(options: StackOptions = {}): Promise<Stack> {
@@ -81,6 +82,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 8),
         fn(FUNCTIONS.segmentSearch, bundles.segmentSearch, limits.segmentSearch ?? 8),
         fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4),
+        fn(FUNCTIONS.gc, bundles.gc, 1),
       ],
     });
     stops.unshift(() => lambda.stop());

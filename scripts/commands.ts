@@ -11,12 +11,15 @@ import { FUNCTIONS, localEnv, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { storageOptions } from "../shared/dataset.js";
 import { FanoutError, fromErrorBody, isErrorBody } from "../shared/errors.js";
+import { collectViews } from "../shared/gc.js";
 import {
+  createRuntime,
   planSearch,
   type SearchRequest,
   type SearchResponse,
   vectorSearch,
 } from "../shared/index.js";
+import { prepare } from "../shared/prepare.js";
 import { type RequestOptions, toRequest } from "./request-options.js";
 
 /**
@@ -158,7 +161,7 @@ async function searchVia(
   const body =
     via === "http"
       ? await postSearch(o.url ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`, request)
-      : await invokePlanner(o.function, request);
+      : await invokeFunction(o.function, request);
   if (isErrorBody(body)) throw fromErrorBody(body);
   return body as SearchResponse;
 }
@@ -183,12 +186,12 @@ async function postSearch(url: string, request: SearchRequest): Promise<unknown>
   }
 }
 
-async function invokePlanner(name: string, request: SearchRequest): Promise<unknown> {
+async function invokeFunction(name: string, payload: unknown): Promise<unknown> {
   const endpoint = process.env.AWS_ENDPOINT_URL_LAMBDA || process.env.AWS_ENDPOINT_URL;
   const client = new LambdaClient({ endpoint: endpoint || undefined });
   try {
     const out = await client
-      .send(new InvokeCommand({ FunctionName: name, Payload: JSON.stringify(request) }))
+      .send(new InvokeCommand({ FunctionName: name, Payload: JSON.stringify(payload) }))
       .catch((err: unknown) => {
         throw new FanoutError(
           "INTERNAL",
@@ -230,6 +233,58 @@ export async function planCommand(o: RequestOptions): Promise<void> {
     })),
   );
   console.log(`balance (max cost / mean cost): ${(Math.max(...costs) / mean).toFixed(2)}`);
+}
+
+/** Builds a version's views before its first query: in this process, or through the planner. */
+export async function prepareCommand(o: {
+  dataset: string;
+  version?: number;
+  via: "local" | "lambda";
+  function: string;
+}): Promise<void> {
+  const request = { dataset: o.dataset, version: o.version };
+  if (o.via === "local") {
+    console.log(JSON.stringify(await prepare(request), null, 2));
+    return;
+  }
+  const body = await invokeFunction(o.function, { prepare: request });
+  const [report] = (body as { prepared?: unknown[] } | null)?.prepared ?? [body];
+  if (isErrorBody(report)) throw fromErrorBody(report);
+  console.log(JSON.stringify(report, null, 2));
+}
+
+/** Removes dead views: in this process (one dataset, or every dataset under a view root). */
+export async function gcCommand(o: {
+  dataset?: string;
+  root?: string;
+  dryRun?: boolean;
+  keepVersions?: number;
+  graceMinutes?: number;
+  via: "local" | "lambda";
+  function: string;
+}): Promise<void> {
+  if (!o.dataset && !o.root && o.via === "local") {
+    throw new FanoutError("INVALID_REQUEST", "gc: give --dataset, or --root s3://bucket or local");
+  }
+  if (o.via === "lambda") {
+    const body = await invokeFunction(o.function, {
+      gc: { dataset: o.dataset, dryRun: o.dryRun },
+    });
+    if (isErrorBody(body)) throw fromErrorBody(body);
+    console.log(JSON.stringify(body, null, 2));
+    return;
+  }
+  // The same rules as the deployment's configuration (a grace shorter than any query is refused).
+  const config = loadConfig({
+    ...process.env,
+    ...(o.keepVersions && { LANCE_FANOUT_GC_KEEP_VERSIONS: String(o.keepVersions) }),
+    ...(o.graceMinutes && { LANCE_FANOUT_GC_GRACE_MINUTES: String(o.graceMinutes) }),
+  });
+  const reports = await collectViews(
+    { dataset: o.dataset, root: o.root, dryRun: o.dryRun },
+    createRuntime(config),
+  );
+  console.log(JSON.stringify(reports, null, 2));
 }
 
 export async function makeDatasetCommand(o: {

@@ -1,12 +1,15 @@
 #!/usr/bin/env node
 /**
- * The `fanout` command line: serve the local stack, search, plan, make datasets.
+ * The `fanout` command line: serve the local stack, search, plan, prepare views, collect dead
+ * views, make datasets.
  */
 import { Command, InvalidArgumentError, Option } from "commander";
 import { toFanoutError } from "../shared/errors.js";
 import {
+  gcCommand,
   makeDatasetCommand,
   planCommand,
+  prepareCommand,
   searchCommand,
   serveCommand,
   useLocalStack,
@@ -79,6 +82,43 @@ requestOptions(program.command("search").description("run a search and print the
 requestOptions(
   program.command("plan").description("show segments, groups, rows per group and balance"),
 ).action(planCommand);
+
+program
+  .command("prepare")
+  .description("build and load the views a version's plans use, before its first query")
+  .requiredOption("--dataset <uri>", "s3://bucket/prefix/name.lance or a local path")
+  .option("--version <n>", "dataset version (default: the latest)", integer)
+  .addOption(
+    new Option("--via <mode>", "in-process, or a prepare invoke of the planner function")
+      .choices(["local", "lambda"])
+      .default("local"),
+  )
+  .option("--function <name>", "planner function name (--via lambda)", "lance-fanout-planner")
+  .action(prepareCommand);
+
+program
+  .command("gc")
+  .description("remove views no recent version uses (older than the grace period)")
+  .option("--dataset <uri>", "one dataset (default: every dataset under --root)")
+  .option("--root <where>", "s3://bucket (its view prefix) or local (LANCE_FANOUT_VIEW_ROOT)")
+  .option("--dry-run", "list what would be removed, remove nothing")
+  .option(
+    "--keep-versions <n>",
+    "versions whose views stay (env LANCE_FANOUT_GC_KEEP_VERSIONS, 3)",
+    integer,
+  )
+  .option(
+    "--grace-minutes <n>",
+    "views younger than this stay; over 15 (env LANCE_FANOUT_GC_GRACE_MINUTES, 60)",
+    integer,
+  )
+  .addOption(
+    new Option("--via <mode>", "in-process, or an invoke of the gc function")
+      .choices(["local", "lambda"])
+      .default("local"),
+  )
+  .option("--function <name>", "gc function name (--via lambda)", "lance-fanout-gc")
+  .action(gcCommand);
 
 program
   .command("make-dataset")

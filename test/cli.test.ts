@@ -233,6 +233,30 @@ describe("the README's fanout examples, as written", () => {
       table.close();
     }
   });
+  test("prepare builds the latest version's views; a second run creates none", async () => {
+    const line = await example("prepare --dataset");
+    const first = JSON.parse(await succeeds(line));
+    const items = await openTable(join(work, "db"), "items");
+    expect(first.version).toBe(await items.version());
+    items.close();
+    expect(first.views).toBeGreaterThan(0);
+    expect(first.created).toBeLessThanOrEqual(first.views); // the searches above built some
+    expect(JSON.parse(await succeeds(line)).created).toBe(0);
+  });
+
+  test("prepare --via lambda builds the demo's views through the planner function", async () => {
+    const report = JSON.parse(await succeeds(await example("prepare --via lambda"), stackPorts));
+    expect(report.dataset).toBe("s3://lance-fanout/demo/demo.lance");
+    expect(report.views).toBeGreaterThan(0);
+  });
+
+  test("gc --dry-run reports the dataset's views and removes nothing", async () => {
+    const [report] = JSON.parse(await succeeds(await example("gc")));
+    expect(report.dryRun).toBe(true);
+    expect(report.removed).toEqual([]); // every view is younger than the grace period
+    expect(report.kept).toBeGreaterThan(0);
+    await fails("npx fanout gc --dataset ./db/items.lance --grace-minutes 5");
+  });
 });
 
 describe("the user's environment wins", () => {

@@ -132,9 +132,8 @@ describe("segment views", () => {
     const bytes = runtime.views.prewarmedBytes;
     expect(bytes).toBeGreaterThan(0);
     // A delete in the group's fragment: a new view of the same segment, counted once.
-    await own.table.delete(
-      `id = ${(await own.table.query().select(["id"]).limit(1).toArray())[0]?.id}`,
-    );
+    const fragment = before.fragments[0]?.id ?? 0;
+    await own.table.delete(`_rowaddr = ${BigInt(fragment) << 32n}`);
     const after = (await at()).find((s) => s.segments[0] === before.segments[0]);
     if (!after) throw new Error("segment gone");
     const view = await runtime.views.open(after);

@@ -1,14 +1,18 @@
 /**
  * The planner function: HTTP (API Gateway payload 2.0) or direct invoke. Plans the search,
  * invokes one segment-search per group and the merge (unless one task answers a query range
- * without `select`: see shared/search.ts), and answers the result or an error body.
+ * without `select`: see shared/search.ts), and answers the result or an error body. Prepare
+ * events (a direct `{ prepare }`, a commit seen by EventBridge, a schedule) build a version's
+ * views through segment-search before its first query (shared/prepare.ts).
  */
 import { randomUUID } from "node:crypto";
 import { toFanoutError } from "../../shared/errors.js";
 import type { Invoker } from "../../shared/invoker.js";
+import { type PrepareRequest, prepare } from "../../shared/prepare.js";
 import type { SearchRequest } from "../../shared/request.js";
 import { defaultRuntime } from "../../shared/runtime.js";
 import { type PlanResponse, type SearchResponse, vectorSearch } from "../../shared/search.js";
+import { prepareRequests } from "../common/events.js";
 import {
   arrowResponse,
   errorResponse,
@@ -56,8 +60,34 @@ async function selectSchema(dataset: string, version: number, select: readonly s
   return runtime.tables.schemaAt(runtime.resolveDataset(dataset), version);
 }
 
+/** Builds the views of each dataset's version; failures are answered per dataset. */
+async function prepareAll(requests: readonly PrepareRequest[]) {
+  invoker ??= lambdaInvokerFromEnv();
+  const done = invoker;
+  return Promise.all(
+    requests.map(async (request) => {
+      try {
+        const report = await prepare(request, { invoker: done, runtime: defaultRuntime() });
+        logEvent({ fn: "planner", prepared: report });
+        return report;
+      } catch (err) {
+        const error = toFanoutError(err);
+        logEvent({
+          fn: "planner",
+          prepare: request.dataset,
+          error: error.code,
+          message: error.message,
+        });
+        return { dataset: request.dataset, ...error.toBody() };
+      }
+    }),
+  );
+}
+
 export async function handler(event: unknown, context?: { awsRequestId?: string }) {
   const requestId = context?.awsRequestId ?? randomUUID();
+  const preparing = prepareRequests(event);
+  if (preparing) return { prepared: await prepareAll(preparing) };
   if (isHttpEvent(event)) {
     try {
       const request = parseHttpBody(event);

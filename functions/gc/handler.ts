@@ -1,0 +1,45 @@
+/**
+ * The gc function: removes dead views (shared/gc.ts). Runs on an EventBridge schedule over every
+ * dataset with views in the buckets of `LANCE_FANOUT_ALLOWED_DATASETS`, or on a direct invoke
+ * `{ gc: { dataset?, dryRun? } }`. The only function allowed to delete, and only views.
+ */
+import { z } from "zod";
+import { FanoutError, toFanoutError } from "../../shared/errors.js";
+import { collectViews } from "../../shared/gc.js";
+import { defaultRuntime } from "../../shared/runtime.js";
+import { isScheduled } from "../common/events.js";
+import { logEvent } from "../common/log.js";
+
+const gcEventSchema = z.strictObject({
+  gc: z.strictObject({
+    dataset: z.string().min(1).max(2048).optional(),
+    dryRun: z.boolean().optional(),
+  }),
+});
+
+export async function handler(event: unknown) {
+  const parsed = gcEventSchema.safeParse(isScheduled(event) ? { gc: {} } : event);
+  if (!parsed.success) {
+    return new FanoutError("INVALID_REQUEST", `invalid gc event: ${parsed.error.message}`).toBody();
+  }
+  const { dataset, dryRun } = parsed.data.gc;
+  const runtime = defaultRuntime();
+  try {
+    const roots = dataset ? [undefined] : buckets(runtime.config.allowedDatasets ?? []);
+    const reports = [];
+    for (const root of roots)
+      reports.push(...(await collectViews({ dataset, dryRun, root }, runtime)));
+    logEvent({ fn: "gc", reports });
+    return { reports };
+  } catch (err) {
+    const error = toFanoutError(err);
+    logEvent({ fn: "gc", error: error.code, message: error.message });
+    return error.toBody();
+  }
+}
+
+/** `s3://bucket` of each allowed S3 prefix, once. */
+function buckets(prefixes: readonly string[]): string[] {
+  const names = prefixes.flatMap((p) => /^s3:\/\/([^/]+)/.exec(p)?.[1] ?? []);
+  return [...new Set(names)].map((name) => `s3://${name}`);
+}
