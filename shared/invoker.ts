@@ -25,10 +25,13 @@ import type {
 export interface Invoker {
   /** Where tasks run, for the planner's cost model and payload limits. */
   readonly profile: ExecutionProfile;
-  /** Runs one segment-search task. Failures reject with a FanoutError. */
-  searchSegments(task: SegmentTask): Promise<TaskCandidates>;
+  /**
+   * Runs one segment-search task. Failures reject with a FanoutError. `signal` aborts when the
+   * query's deadline passes: no retry starts after it, and a remote invoke is let go.
+   */
+  searchSegments(task: SegmentTask, signal?: AbortSignal): Promise<TaskCandidates>;
   /** Runs the merge. Failures reject with a FanoutError. */
-  merge(input: MergeInput): Promise<MergeOutput>;
+  merge(input: MergeInput, signal?: AbortSignal): Promise<MergeOutput>;
   /** Builds and warms one view where tasks run (`fanout prepare`). */
   prepareView(task: ViewTask): Promise<PreparedView>;
 }

@@ -92,9 +92,12 @@ export function vectorSearch(
   }
   const runtime = options.runtime ?? defaultRuntime();
   const timeoutMs = valid.timeoutMs ?? runtime.config.timeoutMs;
-  return withDeadline(execute(valid, runtime, options), timeoutMs).catch((err: unknown) => {
-    throw toFanoutError(err);
-  });
+  const deadline = new AbortController();
+  return withDeadline(execute(valid, runtime, options, deadline.signal), timeoutMs, deadline).catch(
+    (err: unknown) => {
+      throw toFanoutError(err);
+    },
+  );
 }
 
 /** Plans a search without running it: the version, the index, the groups and chunks. */
@@ -112,6 +115,7 @@ async function execute(
   request: ValidSearchRequest,
   runtime: Runtime,
   options: SearchOptions,
+  signal: AbortSignal,
 ): Promise<SearchResponse | PlanResponse> {
   const invoker = options.invoker ?? inProcessInvoker(runtime);
   const requestId = options.requestId ?? randomUUID();
@@ -122,11 +126,13 @@ async function execute(
   if (Number.isFinite(invoker.profile.maxPayloadBytes)) {
     for (const task of tasks) assertPayloadSize(task, "a segment-search task", invoker);
   }
-  const settled = await Promise.allSettled(tasks.map((t) => invoker.searchSegments(t)));
+  const settled = await Promise.allSettled(tasks.map((t) => invoker.searchSegments(t, signal)));
   const candidates = collect(settled, tasks);
   const merges = mergeInputs(searchPlan, request, requestId, candidates, invoker);
   const outputs = await Promise.all(
-    merges.map((input) => (mergesHere(input) ? runMerge(input, runtime) : invoker.merge(input))),
+    merges.map((input) =>
+      mergesHere(input) ? runMerge(input, runtime) : invoker.merge(input, signal),
+    ),
   );
   const searched = new Map(candidates.filter((c) => c.chunk === 0).map((c) => [c.group, c]));
   return {
@@ -283,13 +289,18 @@ function assertPayloadSize(payload: unknown, what: string, invoker: Invoker): vo
   }
 }
 
-function withDeadline<T>(work: Promise<T>, timeoutMs: number): Promise<T> {
+/** `work`, or TIMEOUT after `timeoutMs`; then `deadline` aborts what is still in flight. */
+function withDeadline<T>(
+  work: Promise<T>,
+  timeoutMs: number,
+  deadline: AbortController,
+): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new FanoutError("TIMEOUT", `the search did not finish within ${timeoutMs} ms`)),
-      timeoutMs,
-    );
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      reject(new FanoutError("TIMEOUT", `the search did not finish within ${timeoutMs} ms`));
+      deadline.abort();
+    }, timeoutMs);
   });
-  return Promise.race([work, deadline]).finally(() => clearTimeout(timer));
+  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
 }

@@ -187,11 +187,13 @@ describe("failures of the service are 5xx and never partial", () => {
     );
   });
 
-  test("a query over its deadline is TIMEOUT", async () => {
+  test("a query over its deadline is TIMEOUT, and what is in flight is told to stop", async () => {
     const invoker = inProcessInvoker(runtime);
+    let inFlight: AbortSignal | undefined;
     const slow = {
       ...invoker,
-      merge: async (input: Parameters<typeof invoker.merge>[0]) => {
+      merge: async (input: Parameters<typeof invoker.merge>[0], signal?: AbortSignal) => {
+        inFlight = signal;
         await new Promise((resolve) => setTimeout(resolve, 200));
         return invoker.merge(input);
       },
@@ -203,6 +205,7 @@ describe("failures of the service are 5xx and never partial", () => {
       ),
       "TIMEOUT",
     );
+    expect(inFlight?.aborted).toBe(true);
   });
 
   test("a corrupt manifest is INTERNAL", async () => {

@@ -140,6 +140,10 @@ describe("the local stack", () => {
       dataset: `s3://${stack.bucket}/db/none.lance`,
     });
     expect(missing.status).toBe(404);
+    // API Gateway ends a request at 30 s: a longer deadline over HTTP is refused up front.
+    const long = await httpSearch({ ...request(), timeoutMs: 60_000 });
+    expect(long.status).toBe(400);
+    expect(long.json.error?.code).toBe("INVALID_REQUEST");
     const out = await lambda.send(
       new InvokeCommand({
         FunctionName: FUNCTIONS.planner,
@@ -148,6 +152,33 @@ describe("the local stack", () => {
     );
     expect(JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")).error.code).toBe(
       "INVALID_REQUEST",
+    );
+  });
+
+  test("an answer over Lambda's 6 MB is PAYLOAD_TOO_LARGE, over HTTP (JSON, Arrow) and direct invoke", async () => {
+    // One task merged by the planner itself: no merge function sees the rows first.
+    const big = {
+      ...request(),
+      select: undefined,
+      query: queries(40, 5),
+      k: 5000,
+      strategy: "single",
+    };
+    const json = await httpSearch(big);
+    expect(json.status).toBe(413);
+    expect(json.json.error?.code).toBe("PAYLOAD_TOO_LARGE");
+    const arrow = await fetch(`${stack.api.url}/search`, {
+      method: "POST",
+      headers: { accept: "application/vnd.apache.arrow.stream" },
+      body: JSON.stringify({ ...big, query: queries(70, 5) }), // base64 Arrow: a third larger
+    });
+    expect(arrow.status).toBe(413);
+    const out = await lambda.send(
+      new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(big) }),
+    );
+    expect(out.FunctionError).toBeUndefined();
+    expect(JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")).error.code).toBe(
+      "PAYLOAD_TOO_LARGE",
     );
   });
 

@@ -43,11 +43,40 @@ export function parseHttpBody(event: HttpEvent): unknown {
       `the request body is over ${MAX_PAYLOAD_BYTES} bytes`,
     );
   }
+  let body: unknown;
   try {
-    return JSON.parse(raw.toString("utf8"));
+    body = JSON.parse(raw.toString("utf8"));
   } catch {
     throw new FanoutError("INVALID_REQUEST", "the request body is not valid JSON");
   }
+  const timeoutMs = (body as { timeoutMs?: unknown } | null)?.timeoutMs;
+  if (typeof timeoutMs === "number" && timeoutMs > HTTP_MAX_TIMEOUT_MS) {
+    throw new FanoutError(
+      "INVALID_REQUEST",
+      `timeoutMs: at most ${HTTP_MAX_TIMEOUT_MS} over HTTP (API Gateway ends a request at 30 s); ` +
+        "invoke the planner directly or use the library for longer searches",
+    );
+  }
+  return body;
+}
+
+/** The longest deadline an HTTP search may ask for: API Gateway gives up after 30 s. */
+export const HTTP_MAX_TIMEOUT_MS = 29_000;
+
+/**
+ * `result`, if its JSON (what Lambda sends back) fits a synchronous invocation's 6 MB response.
+ * @throws FanoutError `PAYLOAD_TOO_LARGE` naming the size, instead of Lambda's own error.
+ */
+export function withinPayloadLimit<T>(result: T, what = "the answer"): T {
+  const bytes = Buffer.byteLength(JSON.stringify(result));
+  if (bytes > MAX_PAYLOAD_BYTES) {
+    throw new FanoutError(
+      "PAYLOAD_TOO_LARGE",
+      `${what} would be ${bytes} bytes, over Lambda's ${MAX_PAYLOAD_BYTES}-byte response limit; ` +
+        "ask for fewer rows (k, queries) or columns, or search through the library",
+    );
+  }
+  return result;
 }
 
 export function jsonResponse(

@@ -5,6 +5,7 @@
  */
 import { InvokeCommand, LambdaClient, TooManyRequestsException } from "@aws-sdk/client-lambda";
 import pRetry from "p-retry";
+import { loadConfig } from "../../shared/config.js";
 import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js";
 import type { Invoker } from "../../shared/invoker.js";
 import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
@@ -20,6 +21,8 @@ export interface LambdaInvokerOptions {
   readonly client?: LambdaClient;
   /** @default from `LANCE_FANOUT_PARALLELISM` (256) and `LANCE_FANOUT_INVOKE_MS` (15) */
   readonly profile?: ExecutionProfile;
+  /** Tasks one query may invoke at once (`LANCE_FANOUT_MAX_TASKS`): sizes the socket pool. */
+  readonly maxTasks?: number;
 }
 
 /**
@@ -47,11 +50,12 @@ export function lambdaInvokerFromEnv(env = process.env): Invoker {
     (invoker ??= lambdaInvoker({
       segmentSearchFunction: required("LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION"),
       mergeFunction: required("LANCE_FANOUT_MERGE_FUNCTION"),
+      maxTasks: loadConfig(env).maxTasks,
     }));
   return {
     profile: lambdaProfile(env),
-    searchSegments: (task) => get().searchSegments(task),
-    merge: (input) => get().merge(input),
+    searchSegments: (task, signal) => get().searchSegments(task, signal),
+    merge: (input, signal) => get().merge(input, signal),
     prepareView: (task) => get().prepareView(task),
   };
 }
@@ -92,24 +96,28 @@ function isTransportError(error: unknown): boolean {
 }
 
 export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
+  // Every task of a query and its merges at once (the SDK's agent stops at 50 sockets).
+  const sockets = { keepAlive: true, maxSockets: Math.max(50, 2 * (options.maxTasks ?? 16) + 1) };
   const client =
     options.client ??
     // Retries are ours (RETRY): the SDK's would wait seconds on a 429.
     new LambdaClient({
       endpoint: process.env.AWS_ENDPOINT_URL_LAMBDA || undefined,
       maxAttempts: 1,
+      requestHandler: { httpAgent: sockets, httpsAgent: sockets },
     });
   const invoke = async <T>(
     functionName: string,
     payload: unknown,
     failure: FanoutError["code"],
+    signal?: AbortSignal,
   ) => {
     const command = new InvokeCommand({
       FunctionName: functionName,
       Payload: JSON.stringify(payload),
     });
     const attempt = async () => {
-      const out = await client.send(command);
+      const out = await client.send(command, { abortSignal: signal });
       const text = out.Payload ? Buffer.from(out.Payload).toString("utf8") : "null";
       const body: unknown = JSON.parse(text);
       if (out.FunctionError) {
@@ -118,7 +126,7 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
       }
       return body;
     };
-    const body = await pRetry(attempt, RETRY).catch((err: unknown) => {
+    const body = await pRetry(attempt, { ...RETRY, signal }).catch((err: unknown) => {
       const message =
         err instanceof FunctionFailure
           ? err.message
@@ -130,11 +138,12 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
   };
   return {
     profile: options.profile ?? lambdaProfile(),
-    searchSegments: async (task) => {
+    searchSegments: async (task, signal) => {
       const body = await invoke<unknown>(
         options.segmentSearchFunction,
         task,
         "SEGMENT_SEARCH_FAILED",
+        signal,
       );
       // Candidates are checked at the boundary: a malformed answer must not reach the merge.
       const parsed = taskCandidatesSchema.safeParse(body);
@@ -146,7 +155,7 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
       }
       return parsed.data;
     },
-    merge: (input) => invoke<MergeOutput>(options.mergeFunction, input, "INTERNAL"),
+    merge: (input, signal) => invoke<MergeOutput>(options.mergeFunction, input, "INTERNAL", signal),
     prepareView: async (task) =>
       preparedViewSchema.parse(
         await invoke<unknown>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),

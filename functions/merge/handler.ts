@@ -5,8 +5,8 @@
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
 import { runMerge } from "../../shared/invoker.js";
 import { defaultRuntime } from "../../shared/runtime.js";
-import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
 import { mergeInputSchema } from "../../shared/tasks.js";
+import { withinPayloadLimit } from "../common/http.js";
 import { logEvent } from "../common/log.js";
 
 export async function handler(event: unknown) {
@@ -20,14 +20,7 @@ export async function handler(event: unknown) {
   const input = parsed.data;
   const started = performance.now();
   try {
-    const output = await runMerge(input, defaultRuntime());
-    const bytes = Buffer.byteLength(JSON.stringify(output));
-    if (bytes > MAX_PAYLOAD_BYTES) {
-      throw new FanoutError(
-        "PAYLOAD_TOO_LARGE",
-        `the result is ${bytes} bytes, over the Lambda limit`,
-      );
-    }
+    const output = withinPayloadLimit(await runMerge(input, defaultRuntime()), "a merge's rows");
     logEvent({
       requestId: input.requestId,
       fn: "merge",

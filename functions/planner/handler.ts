@@ -21,6 +21,7 @@ import {
   NEGOTIATED,
   parseHttpBody,
   wantsArrow,
+  withinPayloadLimit,
 } from "../common/http.js";
 import { lambdaInvokerFromEnv } from "../common/lambda-invoker.js";
 import { logEvent } from "../common/log.js";
@@ -93,16 +94,17 @@ export async function handler(event: unknown, context?: { awsRequestId?: string 
       const request = parseHttpBody(event);
       const response = await search(request, requestId);
       if (!wantsArrow(event) || !("results" in response)) {
-        return jsonResponse(200, response, NEGOTIATED);
+        return withinPayloadLimit(jsonResponse(200, response, NEGOTIATED));
       }
       const { dataset, select = [] } = request as SearchRequest;
-      return arrowResponse(response, select, await selectSchema(dataset, response.version, select));
+      const schema = await selectSchema(dataset, response.version, select);
+      return withinPayloadLimit(arrowResponse(response, select, schema), "the Arrow answer");
     } catch (err) {
       return errorResponse(err);
     }
   }
   try {
-    return await search(event, requestId);
+    return withinPayloadLimit(await search(event, requestId));
   } catch (err) {
     return toFanoutError(err).toBody();
   }
