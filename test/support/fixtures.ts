@@ -6,6 +6,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
+import { addSegment, settleIndex } from "../../local/index-segments.js";
 import { mulberry32 } from "../../local/random.js";
 import { loadConfig } from "../../shared/config.js";
 import { createRuntime, type Runtime } from "../../shared/index.js";
@@ -19,8 +20,12 @@ export const random = mulberry32;
 
 export interface DatasetOptions {
   readonly seed?: number;
+  /**
+   * Rows indexed by createIndex. 12,000 over 4 partitions keeps every partition well above the
+   * 2,048 rows under which Lance would join it (local/index-segments.ts). @default 12_000
+   */
   readonly initialRows?: number;
-  /** Rows added per round; each round ends with optimize(), which usually adds a segment. */
+  /** Rows added per round; each round adds exactly one index segment (or makeDataset throws). */
   readonly rounds?: readonly number[];
   /** A SQL predicate deleted after the last round. */
   readonly deleteWhere?: string;
@@ -72,20 +77,19 @@ export async function makeDataset(options: DatasetOptions = {}): Promise<Dataset
       vectorColumns: { vector: { type: new arrow.Float32() } },
     });
   const db = await lancedb.connect(dir, { storageOptions });
-  const table = await db.createTable("items", data(options.initialRows ?? 4000), {
+  const table = await db.createTable("items", data(options.initialRows ?? 12_000), {
     storageOptions: options.stableRowIds ? { new_table_enable_stable_row_ids: "true" } : {},
   });
+  const numPartitions = options.numPartitions ?? 4;
   await table.createIndex("vector", {
     config: lancedb.Index.ivfPq({
-      numPartitions: options.numPartitions ?? 4,
+      numPartitions,
       numSubVectors: 4,
       distanceType: options.metric ?? "l2",
     }),
   });
-  for (const n of options.rounds ?? [4000, 1500, 6000, 2500]) {
-    await table.add(data(n));
-    await table.optimize();
-  }
+  await settleIndex(table, numPartitions);
+  for (const n of options.rounds ?? [4000, 1500, 6000, 2500]) await addSegment(table, data(n));
   if (options.deleteWhere) await table.delete(options.deleteWhere);
   if (options.unindexedRows) await table.add(data(options.unindexedRows));
   if (options.vectorColumn) {
