@@ -1,13 +1,15 @@
 /**
- * Benchmark datasets: specs, a builder that reliably produces many index segments, query sets and
- * cached exact ground truth. Everything lives under `bench/cache/` (gitignored) and is reused.
+ * Benchmark datasets: specs, a builder that makes exactly the index segments a spec asks for,
+ * query sets and cached exact ground truth. Everything lives under `bench/cache/` (gitignored) and
+ * is reused.
  *
- * Why not `ensureDemoDataset` / `fanout make-dataset`: Lance 8 (lancedb 0.31) `optimize()` adds a
- * new delta segment only while no IVF partition has to be split or joined; with few clusters or
- * few partitions it merges every delta back into one segment. Here the data has many more
- * clusters than partitions (balanced partitions), at least ~2k rows per partition in the base
- * (smaller partitions get joined: measured, 500-1000 rows per partition merge every delta) and
- * few enough that none passes the split size (measured: ~16k rows), so every round adds one segment.
+ * Segments: createIndex makes the base segment and every delta round adds one segment
+ * (local/index-segments.ts has Lance's rule: a partition under 2,048 or over 32,768 rows merges
+ * every segment). settleIndex joins the nearly empty partitions k-means can leave in the base
+ * (seen: 55 rows of 320,000 with 128 partitions), and every spec keeps its final rows per
+ * partition under a third of 32,768, so no round merges; addSegment throws if one does.
+ * Until December 3 2026 the builder relied on luck here: synth-1m's first 7 rounds and
+ * synth-many's first round were merged back into the base, and `extra` rounds made up for it.
  * @module
  */
 import { createHash } from "node:crypto";
@@ -17,6 +19,7 @@ import { createRequire } from "node:module";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as lancedb from "@lancedb/lancedb";
+import { addSegment, PARTITION_ROWS, SPLIT_ABOVE, settleIndex } from "../local/index-segments.js";
 import { mulberry32 } from "../local/random.js";
 import { manifestFileNames } from "../shared/manifest.js";
 
@@ -45,15 +48,13 @@ export interface DatasetSpec {
   readonly clusters: number;
   /** Rows indexed by the first createIndex; the rest arrives in `deltas` equal rounds. */
   readonly baseRows: number;
-  /** Rounds of add + optimize after the index: each adds one index segment (once Lance stops merging them). */
+  /** Rounds of add + optimize after the index: each adds one index segment, so the index has `deltas + 1`. */
   readonly deltas: number;
   /**
-   * More rounds after `rows` (a dataset with fewer extra rounds is extended, not rebuilt).
-   * Measured on synth-1m: with 320k base rows Lance merged the first 9 deltas back into the base
-   * segment, and a 680k-row base kept merging 17k-row deltas; so the 1M-row build (10 segments)
-   * gets 8 more 20k-row deltas: 1.16M rows, 18 segments.
+   * IVF partitions trained; at least `rows` / PARTITION_ROWS (local/index-segments.ts), else no
+   * build. settleIndex joins the few k-means leaves under 2,048 rows (measured in two builds:
+   * synth-1m kept 113 and 115 of 128, synth-many 29 and 31 of 32; fashion-mnist 9 of 10).
    */
-  readonly extra?: { readonly rounds: number; readonly rows: number };
   readonly partitions: number;
   readonly subVectors: number;
   readonly search: SearchParams;
@@ -66,10 +67,10 @@ export const DATASETS: Record<string, DatasetSpec> = {
   smoke: {
     name: "smoke",
     source: "synthetic",
-    rows: 8_000,
+    rows: 10_000,
     dimension: 32,
     clusters: 128,
-    baseRows: 4_000,
+    baseRows: 6_000,
     deltas: 4,
     partitions: 2,
     subVectors: 4,
@@ -94,12 +95,11 @@ export const DATASETS: Record<string, DatasetSpec> = {
   "synth-1m": {
     name: "synth-1m",
     source: "synthetic",
-    rows: 1_000_000,
+    rows: 1_160_000,
     dimension: 128,
     clusters: 16_384,
-    baseRows: 320_000,
-    deltas: 18,
-    extra: { rounds: 8, rows: 20_000 },
+    baseRows: 400_000,
+    deltas: 19,
     partitions: 128,
     subVectors: 16,
     search: { k: 10, nprobes: 16, refineFactor: 4 },
@@ -113,7 +113,7 @@ export const DATASETS: Record<string, DatasetSpec> = {
     dimension: 128,
     clusters: 16_384,
     baseRows: 96_000,
-    deltas: 68,
+    deltas: 67,
     partitions: 32,
     subVectors: 16,
     search: { k: 10, nprobes: 8, refineFactor: 4 },
@@ -250,6 +250,13 @@ export async function ensureDataset(
     if (JSON.stringify(meta.spec) === JSON.stringify(spec) && existsSync(meta.uri)) return meta;
     log(`${spec.name}: cached build is of another spec, rebuilding`);
   }
+  if (spec.rows / spec.partitions > PARTITION_ROWS) {
+    throw new Error(
+      `${spec.name}: ${spec.rows} rows over ${spec.partitions} partitions could pass Lance's ` +
+        `${SPLIT_ABOVE}-row split bound and merge every segment: use at least ` +
+        `${Math.ceil(spec.rows / PARTITION_ROWS)} partitions`,
+    );
+  }
   await rm(dir, { recursive: true, force: true });
   await mkdir(dir, { recursive: true });
   const started = performance.now();
@@ -280,22 +287,17 @@ export async function ensureDataset(
       sampleRate: 128,
     }),
   });
+  await settleIndex(table, spec.partitions);
   log(`${spec.name}: IVF_PQ index trained (${secondsSince(started)} s)`);
   const perDelta = Math.floor((spec.rows - spec.baseRows) / spec.deltas);
   for (let round = 0; round < spec.deltas; round++) {
     const n = round === spec.deltas - 1 ? spec.rows - spec.baseRows - perDelta * round : perDelta;
-    await table.add(batch(n));
-    await table.optimize();
-    const segments = (await table.listIndices())[0]?.numSegments ?? 0;
-    if ((round + 1) % Math.max(1, Math.floor(spec.deltas / 8)) === 0 || segments < round + 2) {
+    const segments = await addSegment(table, batch(n));
+    if ((round + 1) % Math.max(1, Math.floor(spec.deltas / 8)) === 0) {
       log(
         `${spec.name}: round ${round + 1}/${spec.deltas}: ${segments} segments (${secondsSince(started)} s)`,
       );
     }
-  }
-  for (let round = 0; round < (spec.extra?.rounds ?? 0); round++) {
-    await table.add(batch(spec.extra?.rows ?? 0));
-    await table.optimize();
   }
   return finish(table, spec, dir, Number(secondsSince(started)), source, log);
 }

@@ -24,13 +24,27 @@ export interface HttpApiOptions {
   readonly plannerFunction: string;
   /** Where the Invoke API is served, e.g. the local Lambda service's endpoint. */
   readonly lambdaEndpoint: string;
+  /**
+   * Start in the "starting" state with this reason: GET /health answers 503 until
+   * {@link HttpApi.ready}. @default undefined: ready as soon as it listens
+   */
+  readonly starting?: string;
 }
 
 export interface HttpApi {
   /** http://127.0.0.1:PORT */
   readonly url: string;
   readonly port: number;
+  /** From now until {@link ready}, GET /health answers 503 `{ status: "starting", reason }`. */
+  starting(reason: string): void;
+  /** GET /health answers 200 `{ status: "ok" }`. */
+  ready(): void;
   stop(): Promise<void>;
+}
+
+/** What GET /health answers: `starting` holds the reason while the stack is not ready yet. */
+interface Health {
+  starting: string | undefined;
 }
 
 const ROUTE_KEY = "POST /search";
@@ -40,6 +54,7 @@ const MAX_BODY_BYTES = 6 * 1024 * 1024;
 /** Starts the HTTP API on 127.0.0.1: `POST /search`, `GET /health`, 404 for anything else. */
 export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   const { port = 0, plannerFunction, lambdaEndpoint } = options;
+  const health: Health = { starting: options.starting };
   if (!plannerFunction) throw new TypeError("startHttpApi: plannerFunction is required");
   const client = new LambdaClient({
     endpoint: new URL(lambdaEndpoint).href,
@@ -66,7 +81,7 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   };
 
   const { server, port: bound } = await listenOnLoopback(port, (req, res) => {
-    route(req, res, invoke).catch((err: unknown) => {
+    route(req, res, invoke, health).catch((err: unknown) => {
       sendError(res, 500, "INTERNAL", err instanceof Error ? err.message : String(err));
     });
   });
@@ -75,6 +90,12 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   return {
     url: `http://${HOST}:${bound}`,
     port: bound,
+    starting(reason) {
+      health.starting = reason;
+    },
+    ready() {
+      health.starting = undefined;
+    },
     stop() {
       stopped ??= new Promise<void>((resolve, reject) => {
         server.close((err) => (err ? reject(err) : resolve()));
@@ -88,10 +109,17 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
 
 type Invoke = (event: unknown) => Promise<InvokeCommandOutput>;
 
-async function route(req: IncomingMessage, res: ServerResponse, invoke: Invoke): Promise<void> {
+async function route(
+  req: IncomingMessage,
+  res: ServerResponse,
+  invoke: Invoke,
+  health: Health,
+): Promise<void> {
   const url = new URL(req.url ?? "/", `http://${HOST}`);
   const key = `${req.method} ${url.pathname}`;
-  if (key === "GET /health") {
+  if (key === "GET /health" && health.starting !== undefined) {
+    sendJson(res, 503, { status: "starting", reason: health.starting }, { "retry-after": "1" });
+  } else if (key === "GET /health") {
     sendJson(res, 200, { status: "ok" });
   } else if (key === ROUTE_KEY) {
     await search(req, res, url, invoke);

@@ -33,6 +33,11 @@ export interface StackOptions {
   };
   /** Per-invocation timeout of each function. @default 30000 */
   readonly timeoutMs?: number;
+  /**
+   * GET /health answers 503 "starting" with this reason until `api.ready()` (the stack's user
+   * prepares more, e.g. `npm start` its demo dataset). @default undefined: ready once it listens
+   */
+  readonly starting?: string;
 }
 
 export interface Stack {
@@ -90,6 +95,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       port: options.apiPort ?? 3000,
       plannerFunction: FUNCTIONS.planner,
       lambdaEndpoint: lambda.endpoint,
+      starting: options.starting,
     });
     stops.unshift(() => api.stop());
     return { s3, lambda, api, bucket, env, stop: () => stopAll(stops) };

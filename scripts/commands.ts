@@ -6,6 +6,7 @@ import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
+import { exampleSearch, prepareDemo } from "../local/demo-stack.js";
 import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, localEnv, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
@@ -70,6 +71,7 @@ export async function serveCommand(o: {
     apiPort: o.port,
     s3Port: o.s3Port,
     lambdaPort: o.lambdaPort,
+    starting: "starting the local stack",
   }).catch(async (err: unknown) => {
     await rm(join(o.dataDir, "fanout.pid"), { force: true });
     const busy = (err as NodeJS.ErrnoException).code === "EADDRINUSE";
@@ -77,8 +79,6 @@ export async function serveCommand(o: {
       ? new Error(`a port is in use (${String(err)}); set PORT or the --*-port options`)
       : err;
   });
-  // This process writes the demo dataset through lancedb: keep it on loopback like the functions.
-  Object.assign(process.env, stack.env);
   console.log(`local S3 on ${stack.s3.endpoint}, Lambda on ${stack.lambda.endpoint}`);
   const stop = async () => {
     console.log("\nstopping…");
@@ -88,27 +88,12 @@ export async function serveCommand(o: {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
-  const demo = await ensureDemoDataset({
-    db: `s3://${stack.bucket}/demo`,
-    storageOptions: stack.s3.storageOptions(),
+  const { demo, warmUpMs } = await prepareDemo(stack, {
     rows: o.rows,
     progress: (line) => console.log(`demo dataset: ${line}`),
   });
-  const started = performance.now();
-  await fetch(`${stack.api.url}/search`, {
-    method: "POST",
-    body: JSON.stringify({ dataset: demo.uri, query: Array(64).fill(0.5), k: 1 }),
-  });
-  console.log(
-    `warm-up search (segment views ready) in ${Math.round(performance.now() - started)} ms`,
-  );
-  const example = {
-    dataset: demo.uri,
-    query: Array.from({ length: 64 }, (_, i) => Number((0.3 + (i % 7) * 0.05).toFixed(2))),
-    k: 5,
-    filter: "category = 3",
-    select: ["id", "category"],
-  };
+  console.log(`warm-up search (segment views ready) in ${warmUpMs} ms`);
+  const example = exampleSearch(demo.uri);
   console.log(`
 lance-fanout local stack
   HTTP API       ${stack.api.url}  (POST /search, GET /health)

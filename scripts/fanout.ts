@@ -125,9 +125,9 @@ program
   .description("build a demo or benchmark dataset (local directory or s3://)")
   .requiredOption("--db <uri>", "database directory or s3://bucket/prefix")
   .option("--table <name>", "table name", "demo")
-  .option("--rows <n>", "rows", integer, 200_000)
+  .option("--rows <n>", "rows, exactly", integer, 200_000)
   .option("--dimension <n>", "vector dimension (a multiple of 8)", integer, 64)
-  .option("--segments <n>", "index segments to reach at least", integer, 8)
+  .option("--segments <n>", "index segments, exactly", integer, 8)
   .action(makeDatasetCommand);
 
 program.option(

@@ -119,6 +119,17 @@ const errorBody = {
   },
 };
 
+/** GET /health of the local stack: `reason` says what it still does while it is starting. */
+const health = {
+  type: "object",
+  required: ["status"],
+  additionalProperties: false,
+  properties: {
+    status: { enum: ["ok", "starting"] },
+    reason: { type: "string" },
+  },
+};
+
 export function openApiDocument() {
   const errorResponses = Object.fromEntries(
     [...new Set(Object.values(ERROR_STATUS))].map((status) => [
@@ -176,7 +187,17 @@ export function openApiDocument() {
       "/health": {
         get: {
           operationId: "health",
-          responses: { "200": { description: "the local stack is up" } },
+          responses: {
+            "200": {
+              description: "the local stack is ready: it answers the search `npm start` printed",
+              content: { "application/json": { schema: { $ref: "#/components/schemas/Health" } } },
+            },
+            "503": {
+              description:
+                "still starting (building the demo dataset, warming up): `reason` says what",
+              content: { "application/json": { schema: { $ref: "#/components/schemas/Health" } } },
+            },
+          },
         },
       },
     },
@@ -186,6 +207,7 @@ export function openApiDocument() {
         SearchResponse: planResponse(true),
         PlanResponse: planResponse(false),
         ErrorBody: errorBody,
+        Health: health,
       },
     },
   };

@@ -68,8 +68,11 @@ describe("bench smoke run", () => {
     expect(run.environment?.cores).toBeGreaterThan(0);
     expect(run.environment?.loadAverage).toHaveLength(3);
     expect(run.sources?.commit).toBeTypeOf("string");
-    const dataset = records.find((r) => r.type === "dataset") as { info: { segments: number } };
-    expect(dataset.info.segments).toBeGreaterThanOrEqual(3);
+    const dataset = records.find((r) => r.type === "dataset") as {
+      info: { rows: number; segments: number };
+    };
+    const spec = datasets.DATASETS.smoke;
+    expect(dataset.info).toMatchObject({ rows: spec?.rows, segments: (spec?.deltas ?? 0) + 1 });
 
     const measurements = records.filter((r) => r.type === "measurement");
     const modes = new Set(measurements.map((m) => `${m.mode}/${m.batch}`));

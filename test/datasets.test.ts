@@ -61,7 +61,7 @@ describe("dataset variants", () => {
       { dataset: ds.uri, query: q0, k: 10, nprobes: 2 },
       { runtime },
     );
-    expect(ds.segments).toBeGreaterThanOrEqual(3);
+    expect(ds.segments).toBe(5);
     expect(pairs(response.results)).toEqual(
       (await nativeSearch(ds, q0, 10, { nprobes: 2 })).map((h) => ({
         ...h,

@@ -283,6 +283,33 @@ describe("HTTP API", () => {
     expect(await json(res)).toEqual({ status: "ok" });
   });
 
+  it("answers GET /health with 503 starting and the reason until it is ready", async () => {
+    const starting = await startHttpApi({
+      plannerFunction: "planner",
+      lambdaEndpoint: lambda.endpoint,
+      starting: "starting the local stack",
+    });
+    try {
+      const health = async () => {
+        const res = await fetch(`${starting.url}/health`);
+        return { status: res.status, body: await json(res) };
+      };
+      expect(await health()).toEqual({
+        status: 503,
+        body: { status: "starting", reason: "starting the local stack" },
+      });
+      starting.starting("building the demo dataset");
+      expect(await health()).toEqual({
+        status: 503,
+        body: { status: "starting", reason: "building the demo dataset" },
+      });
+      starting.ready();
+      expect(await health()).toEqual({ status: 200, body: { status: "ok" } });
+    } finally {
+      await starting.stop();
+    }
+  });
+
   it("invokes the planner with a payload-2.0 event and answers its response as is", async () => {
     const body = JSON.stringify({ query: [1, 2] });
     const res = await fetch(`${api.url}/search?debug=1`, {

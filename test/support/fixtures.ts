@@ -6,6 +6,7 @@ import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
+import { addSegment, settleIndex } from "../../local/index-segments.js";
 import { mulberry32 } from "../../local/random.js";
 import { loadConfig } from "../../shared/config.js";
 import { createRuntime, type Runtime } from "../../shared/index.js";
@@ -19,8 +20,12 @@ export const random = mulberry32;
 
 export interface DatasetOptions {
   readonly seed?: number;
+  /**
+   * Rows indexed by createIndex. 12,000 over 4 partitions keeps every partition well above the
+   * 2,048 rows under which Lance would join it (local/index-segments.ts). @default 12_000
+   */
   readonly initialRows?: number;
-  /** Rows added per round; each round ends with optimize(), which usually adds a segment. */
+  /** Rows added per round; each round adds exactly one index segment (or makeDataset throws). */
   readonly rounds?: readonly number[];
   /** A SQL predicate deleted after the last round. */
   readonly deleteWhere?: string;
@@ -46,8 +51,9 @@ export type IndexType = (typeof INDEX_TYPES)[number];
 
 function indexConfig(type: IndexType, partitions: number, metric: "l2" | "cosine" | "dot") {
   const pq = { numSubVectors: 4 };
-  // A small graph, one partition: with several small partitions Lance 8 merges every delta on
-  // optimize() (measured: 1 segment after 3 rounds, 5 s per optimize; 3 segments with one).
+  // A small graph, one partition: an HNSW partition is "small" below 262,144 rows (25% of its
+  // 1 << 20 target), and with several Lance joins one and merges every delta on optimize()
+  // (local/index-segments.ts); with one there is nothing to join it into.
   const hnsw = { m: 8, efConstruction: 40, numPartitions: 1 };
   switch (type) {
     case "ivfPq":
@@ -97,20 +103,15 @@ export async function makeDataset(options: DatasetOptions = {}): Promise<Dataset
       vectorColumns: { vector: { type: new arrow.Float32() } },
     });
   const db = await lancedb.connect(dir, { storageOptions });
-  const table = await db.createTable("items", data(options.initialRows ?? 4000), {
+  const table = await db.createTable("items", data(options.initialRows ?? 12_000), {
     storageOptions: options.stableRowIds ? { new_table_enable_stable_row_ids: "true" } : {},
   });
+  const numPartitions = options.numPartitions ?? 4;
   await table.createIndex("vector", {
-    config: indexConfig(
-      options.index ?? "ivfPq",
-      options.numPartitions ?? 4,
-      options.metric ?? "l2",
-    ),
+    config: indexConfig(options.index ?? "ivfPq", numPartitions, options.metric ?? "l2"),
   });
-  for (const n of options.rounds ?? [4000, 1500, 6000, 2500]) {
-    await table.add(data(n));
-    await table.optimize();
-  }
+  await settleIndex(table, numPartitions);
+  for (const n of options.rounds ?? [4000, 1500, 6000, 2500]) await addSegment(table, data(n));
   if (options.deleteWhere) await table.delete(options.deleteWhere);
   if (options.unindexedRows) await table.add(data(options.unindexedRows));
   if (options.vectorColumn) {

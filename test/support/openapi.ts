@@ -13,7 +13,12 @@ ajv.addFormat("uuid", /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 ajv.addFormat("binary", true);
 ajv.addSchema(document, "openapi");
 
-export type SchemaName = "SearchRequest" | "SearchResponse" | "PlanResponse" | "ErrorBody";
+export type SchemaName =
+  | "SearchRequest"
+  | "SearchResponse"
+  | "PlanResponse"
+  | "ErrorBody"
+  | "Health";
 
 export function isValid(name: SchemaName, body: unknown): boolean {
   const validate = ajv.getSchema(`openapi#/components/schemas/${name}`);

@@ -1,0 +1,92 @@
+/**
+ * What `npm start` does on a real local stack: GET /health answers 503 "starting" with the reason
+ * until the demo dataset is ready and the printed example search has run, then 200; a second
+ * start on the same data directory reuses the finished demo.
+ */
+import { mkdtemp } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, test } from "vitest";
+import { exampleSearch, prepareDemo } from "../local/demo-stack.js";
+import { type Stack, startStack } from "../local/stack.js";
+import type { SearchResponse } from "../shared/search.js";
+import { expectValid } from "./support/openapi.js";
+
+const DEMO = { rows: 5_000, segments: 3 };
+
+interface Health {
+  readonly status: number;
+  readonly body: { status: string; reason?: string };
+}
+
+async function health(stack: Stack): Promise<Health> {
+  const res = await fetch(`${stack.api.url}/health`);
+  return { status: res.status, body: (await res.json()) as Health["body"] };
+}
+
+function start(dataDir: string): Promise<Stack> {
+  return startStack({
+    dataDir,
+    apiPort: 0,
+    s3Port: 0,
+    lambdaPort: 0,
+    starting: "starting the local stack",
+  });
+}
+
+describe("npm start's demo on the local stack", () => {
+  test("health says starting, and why, until the printed search answers; a restart reuses the demo", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), "fanout-serve-"));
+    const first = await start(dataDir);
+    let built: Awaited<ReturnType<typeof prepareDemo>>;
+    try {
+      expect(await health(first)).toEqual({
+        status: 503,
+        body: { status: "starting", reason: "starting the local stack" },
+      });
+      const during: Promise<Health>[] = [];
+      built = await prepareDemo(first, {
+        ...DEMO,
+        progress: () => during.push(health(first)),
+      });
+      const seen = await Promise.all(during);
+      expect(seen.length).toBeGreaterThan(2);
+      // Each check is answered a little after the progress line that sent it: the last ones may
+      // already see the warm-up.
+      for (const h of seen) {
+        expect(h.status).toBe(503);
+        expect(h.body).toEqual({
+          status: "starting",
+          reason: expect.stringMatching(/^(demo dataset: |warm-up: )/),
+        });
+        expectValid("Health", h.body);
+      }
+      expect(seen[0]?.body.reason).toMatch(/^demo dataset: creating demo: 1500 rows/);
+      expect(built.demo.build?.segmentsPerRound).toEqual([2, 3]);
+
+      const ready = await health(first);
+      expect(ready).toEqual({ status: 200, body: { status: "ok" } });
+      expectValid("Health", ready.body);
+      const res = await fetch(`${first.api.url}/search`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(exampleSearch(built.demo.uri)),
+      });
+      expect(res.status).toBe(200);
+      const answer = (await res.json()) as SearchResponse;
+      expect(answer.results).toHaveLength(5);
+      for (const row of answer.results) expect(row.category).toBe(3);
+    } finally {
+      await first.stop();
+    }
+
+    const second = await start(dataDir);
+    try {
+      const again = await prepareDemo(second, DEMO);
+      expect(again.demo).toEqual({ ...built.demo, build: undefined });
+      expect((await health(second)).status).toBe(200);
+    } finally {
+      await second.stop();
+    }
+  });
+});
