@@ -7,8 +7,10 @@
 import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import { RetentionDays } from "aws-cdk-lib/aws-logs";
+import { COVERAGE_MODES, type Coverage } from "../shared/request.js";
 import type { FunctionSettings } from "./fanout-functions.js";
 import type { LanceFanoutStackProps } from "./lance-fanout-stack.js";
+import { parseSchedule } from "./view-upkeep.js";
 
 /** Every context key the app reads, with what it means (docs/deploy.md lists the same). */
 export const CONTEXT_KEYS = {
@@ -22,6 +24,13 @@ export const CONTEXT_KEYS = {
   maxTasks: "upper bound on tasks per query (default 16)",
   queryTimeoutMs: "deadline of a query without timeoutMs (default 25000)",
   viewCacheSize: "open views per execution environment (default 64)",
+  coverage: "coverage of a request that sets none: require, fallback (default) or indexed-only",
+  prepareOnCommit: "true to prepare a dataset's views on each commit (EventBridge; default false)",
+  prepareSchedule: 'when to prepare prepareDatasets, e.g. "rate(15 minutes)" (default never)',
+  prepareDatasets: "comma-separated dataset URIs under datasets, prepared on prepareSchedule",
+  gcSchedule: 'when gc removes dead views (default "rate(1 hour)"; "off" never)',
+  gcKeepVersions: "gc keeps the views of this many newest versions (default 3)",
+  gcGraceMinutes: "gc keeps views younger than this, over 15 (default 60)",
   "planner.memoryMb": "planner memory (default 1024)",
   "planner.timeoutSeconds": "planner timeout (default 29)",
   "planner.reservedConcurrency": "planner reserved concurrency (default none)",
@@ -31,6 +40,9 @@ export const CONTEXT_KEYS = {
   "merge.memoryMb": "merge memory (default 1024)",
   "merge.timeoutSeconds": "merge timeout (default 30)",
   "merge.reservedConcurrency": "merge reserved concurrency (default none)",
+  "gc.memoryMb": "gc memory (default 1024)",
+  "gc.timeoutSeconds": "gc timeout (default 300)",
+  "gc.reservedConcurrency": "gc reserved concurrency (default none)",
   auth: "iam (default, SigV4) or jwt",
   jwtIssuer: "JWT issuer URL (auth=jwt)",
   jwtAudience: "comma-separated JWT audiences (auth=jwt)",
@@ -87,9 +99,21 @@ export function settingsFromContext(
     planner: functionSettings(get, "planner"),
     segmentSearch: functionSettings(get, "segmentSearch"),
     merge: functionSettings(get, "merge"),
+    gc: functionSettings(get, "gc"),
     maxTasks: optionalInt(get, "maxTasks"),
     queryTimeout: map(optionalInt(get, "queryTimeoutMs"), Duration.millis),
     viewCacheSize: optionalInt(get, "viewCacheSize"),
+    coverage: coverage(optionalString(get, "coverage")),
+    prepareOnCommit: optionalBool(get, "prepareOnCommit"),
+    prepareSchedule: map(optionalString(get, "prepareSchedule"), (text) =>
+      parseSchedule("prepareSchedule", text),
+    ),
+    prepareDatasets: list(get, "prepareDatasets"),
+    gcSchedule: map(optionalString(get, "gcSchedule"), (text) =>
+      text === "off" ? false : parseSchedule("gcSchedule", text),
+    ),
+    gcKeepVersions: optionalInt(get, "gcKeepVersions"),
+    gcGrace: map(optionalInt(get, "gcGraceMinutes"), Duration.minutes),
     auth:
       auth === "iam"
         ? { type: "iam" }
@@ -171,12 +195,22 @@ function optionalBool(get: Get, key: ContextKey): boolean {
   throw new TypeError(`Context "${key}" must be true or false, got ${JSON.stringify(value)}`);
 }
 
-function functionSettings(get: Get, name: "planner" | "segmentSearch" | "merge"): FunctionSettings {
+function functionSettings(
+  get: Get,
+  name: "planner" | "segmentSearch" | "merge" | "gc",
+): FunctionSettings {
   return {
     memorySize: optionalInt(get, `${name}.memoryMb`),
     timeout: map(optionalNumber(get, `${name}.timeoutSeconds`), Duration.seconds),
     reservedConcurrency: optionalInt(get, `${name}.reservedConcurrency`),
   };
+}
+
+function coverage(value: string | undefined): Coverage | undefined {
+  if (value === undefined || (COVERAGE_MODES as readonly string[]).includes(value)) {
+    return value as Coverage | undefined;
+  }
+  throw new TypeError(`Context "coverage" must be ${COVERAGE_MODES.join(", ")}, got "${value}"`);
 }
 
 function architecture(value: string | undefined): Architecture | undefined {

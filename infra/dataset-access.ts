@@ -1,9 +1,9 @@
 /**
  * The S3 objects lance-fanout may touch, as IAM statements. Datasets are read only, under the
  * configured prefixes. Segment views are written under one key prefix in each dataset's own
- * bucket (lancedb 0.31 writes cross-bucket shallow clones to the wrong store), and only the
- * segment-search function writes them. No statement has a wildcard action or a bucket-wide
- * resource.
+ * bucket (lancedb 0.31 writes cross-bucket shallow clones to the wrong store): only the
+ * segment-search function writes them, and only the gc function deletes them. No statement has a
+ * wildcard action or a bucket-wide resource.
  * @module
  */
 import { Stack } from "aws-cdk-lib";
@@ -152,8 +152,11 @@ export class DatasetAccess {
   }
 
   /**
-   * Read and write access to the view prefix of every dataset bucket: Lance creates views with
-   * conditional PUTs, lists their `_versions/`, and deletes the objects of unfinished commits.
+   * Read and write access to the view prefix of every dataset bucket, without delete: Lance
+   * creates views with conditional PUTs and lists their `_versions/`; views of IVF_RQ indexes get
+   * server-side copies of index files (a PUT here, a GET of the dataset's file). The one delete
+   * Lance asks for, the transaction file of a commit that lost a race to create the same view,
+   * is refused harmlessly (test/no-delete.test.ts); gc removes the orphan with its view.
    */
   viewStatements(): PolicyStatement[] {
     const statements: PolicyStatement[] = [];
@@ -161,13 +164,28 @@ export class DatasetAccess {
       statements.push(
         new PolicyStatement({
           sid: this.#sid("WriteViews", bucket),
-          actions: ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+          actions: ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
           resources: [this.#objectArn(bucket, `${this.viewPrefix}/*`)],
         }),
         this.#list(this.#sid("ListViews", bucket), bucket, [`${this.viewPrefix}/`]),
       );
     }
     return [...statements, ...this.#kms(["kms:Decrypt", "kms:GenerateDataKey"])];
+  }
+
+  /**
+   * What gc needs beyond reading the datasets: list the view prefix of every dataset bucket and
+   * delete under it. It reads no view object (it lists them), so it gets no `s3:GetObject` there.
+   */
+  collectStatements(): PolicyStatement[] {
+    return this.buckets.flatMap((bucket) => [
+      new PolicyStatement({
+        sid: this.#sid("DeleteViews", bucket),
+        actions: ["s3:DeleteObject"],
+        resources: [this.#objectArn(bucket, `${this.viewPrefix}/*`)],
+      }),
+      this.#list(this.#sid("ListViews", bucket), bucket, [`${this.viewPrefix}/`]),
+    ]);
   }
 
   /** Adds {@link readStatements} to the grantee's policy. */
@@ -179,6 +197,12 @@ export class DatasetAccess {
   /** Adds {@link viewStatements} to the grantee's policy. */
   grantViews(grantee: IGrantable): void {
     for (const statement of this.viewStatements())
+      grantee.grantPrincipal.addToPrincipalPolicy(statement);
+  }
+
+  /** Adds {@link collectStatements} to the grantee's policy. */
+  grantCollect(grantee: IGrantable): void {
+    for (const statement of this.collectStatements())
       grantee.grantPrincipal.addToPrincipalPolicy(statement);
   }
 

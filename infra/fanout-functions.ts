@@ -1,7 +1,8 @@
 /**
- * The three functions (planner, segment-search, merge), their roles, log groups and
- * configuration. Each role holds exactly what its function does: all three read the allowed
- * datasets, only segment-search writes views, only the planner invokes the other two.
+ * The four functions (planner, segment-search, merge, gc), their roles, log groups and
+ * configuration. Each role holds exactly what its function does: all four read the allowed
+ * datasets, only segment-search writes views, only gc deletes them, only the planner invokes
+ * segment-search and merge.
  * @module
  */
 import { resolve } from "node:path";
@@ -12,6 +13,7 @@ import { Architecture, LoggingFormat, Runtime } from "aws-cdk-lib/aws-lambda";
 import { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
+import { COVERAGE_MODES, type Coverage, LIMITS } from "../shared/request.js";
 import { fanoutBundling } from "./bundling.js";
 import type { DatasetAccess } from "./dataset-access.js";
 
@@ -23,9 +25,9 @@ export const SUPPORTED_RUNTIMES = [Runtime.NODEJS_22_X, Runtime.NODEJS_24_X] as 
 
 /** Sizing of one function. */
 export interface FunctionSettings {
-  /** Memory in MB, 128..10240 (1769 MB = one vCPU). @default 1024 (planner, merge), 2048 (segment-search) */
+  /** Memory in MB, 128..10240 (1769 MB = one vCPU). @default 1024 (planner, merge, gc), 2048 (segment-search) */
   readonly memorySize?: number;
-  /** @default 29 s (planner: above the query deadline, under API Gateway's 30 s), 30 s (others) */
+  /** @default 29 s (planner: above the query deadline, under API Gateway's 30 s), 5 min (gc), 30 s (others) */
   readonly timeout?: Duration;
   /**
    * Reserved concurrency, also a ceiling on the function's concurrency.
@@ -47,12 +49,27 @@ export interface FanoutFunctionsProps {
   readonly segmentSearch?: FunctionSettings;
   /** @default 1024 MB, 30 s */
   readonly merge?: FunctionSettings;
+  /** Lists and deletes views of every dataset bucket. @default 1024 MB, 5 min */
+  readonly gc?: FunctionSettings;
   /** Upper bound on tasks per query (`LANCE_FANOUT_MAX_TASKS`). @default 16 */
   readonly maxTasks?: number;
   /** Deadline of a query that sets no `timeoutMs` (`LANCE_FANOUT_TIMEOUT_MS`). @default 25 s */
   readonly queryTimeout?: Duration;
   /** Open segment views kept per execution environment (`LANCE_FANOUT_VIEW_CACHE_SIZE`). @default 64 */
   readonly viewCacheSize?: number;
+  /**
+   * Coverage of a request that sets none, and of the plans prepare builds views for
+   * (`LANCE_FANOUT_COVERAGE`). @default "fallback"
+   */
+  readonly coverage?: Coverage;
+  /** gc keeps the views of this many newest versions (`LANCE_FANOUT_GC_KEEP_VERSIONS`). @default 3 */
+  readonly gcKeepVersions?: number;
+  /**
+   * gc keeps views younger than this, and those of versions that were the latest this recently
+   * (`LANCE_FANOUT_GC_GRACE_MINUTES`); whole minutes, over the longest query deadline (15 min).
+   * @default 60 minutes
+   */
+  readonly gcGrace?: Duration;
   /** Retention of the functions' logs. @default RetentionDays.ONE_MONTH */
   readonly logRetention?: RetentionDays;
   /** What `cdk destroy` does with the log groups. @default RemovalPolicy.DESTROY */
@@ -65,18 +82,21 @@ const DEFAULTS = {
   planner: { memorySize: 1024, timeout: Duration.seconds(29) },
   segmentSearch: { memorySize: 2048, timeout: Duration.seconds(30) },
   merge: { memorySize: 1024, timeout: Duration.seconds(30) },
+  gc: { memorySize: 1024, timeout: Duration.minutes(5) },
 } as const;
 
-/** The three lance-fanout functions. */
+/** The four lance-fanout functions. */
 export class FanoutFunctions extends Construct {
   readonly planner: NodejsFunction;
   readonly segmentSearch: NodejsFunction;
   readonly merge: NodejsFunction;
+  readonly gc: NodejsFunction;
   /** Log group of each function, by function. */
   readonly logGroups: {
     readonly planner: LogGroup;
     readonly segmentSearch: LogGroup;
     readonly merge: LogGroup;
+    readonly gc: LogGroup;
   };
 
   /** @throws TypeError for an unsupported runtime or out-of-range settings. */
@@ -97,7 +117,16 @@ export class FanoutFunctions extends Construct {
       planner: sizing("planner", props.planner, DEFAULTS.planner),
       segmentSearch: sizing("segmentSearch", props.segmentSearch, DEFAULTS.segmentSearch),
       merge: sizing("merge", props.merge, DEFAULTS.merge),
+      gc: sizing("gc", props.gc, DEFAULTS.gc),
     };
+    const coverage = props.coverage ?? "fallback";
+    if (!COVERAGE_MODES.includes(coverage)) {
+      throw new TypeError(
+        `Expected coverage to be one of ${COVERAGE_MODES.join(", ")}, got "${coverage}"`,
+      );
+    }
+    const gcKeepVersions = positiveInt("gcKeepVersions", props.gcKeepVersions ?? 3, 1000);
+    const gcGraceMinutes = graceMinutes(props.gcGrace ?? Duration.minutes(60));
     if (settings.planner.timeout.toMilliseconds() <= queryTimeoutMs) {
       throw new TypeError(
         `planner.timeout (${settings.planner.timeout.toSeconds()} s) must exceed queryTimeout (${queryTimeoutMs} ms), so the planner can answer TIMEOUT`,
@@ -185,6 +214,7 @@ export class FanoutFunctions extends Construct {
     planner.fn.addEnvironment("LANCE_FANOUT_MERGE_FUNCTION", merge.fn.functionName);
     planner.fn.addEnvironment("LANCE_FANOUT_MAX_TASKS", String(maxTasks));
     planner.fn.addEnvironment("LANCE_FANOUT_TIMEOUT_MS", String(queryTimeoutMs));
+    planner.fn.addEnvironment("LANCE_FANOUT_COVERAGE", coverage);
     planner.fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["lambda:InvokeFunction"],
@@ -192,13 +222,27 @@ export class FanoutFunctions extends Construct {
       }),
     );
 
+    const gc = make(
+      "Gc",
+      "gc",
+      settings.gc,
+      "lance-fanout: removes segment views no query can still use",
+    );
+    props.access.grantCollect(gc.fn);
+    // gc keeps the views of every width a plan can have: the planner's maxTasks.
+    gc.fn.addEnvironment("LANCE_FANOUT_MAX_TASKS", String(maxTasks));
+    gc.fn.addEnvironment("LANCE_FANOUT_GC_KEEP_VERSIONS", String(gcKeepVersions));
+    gc.fn.addEnvironment("LANCE_FANOUT_GC_GRACE_MINUTES", String(gcGraceMinutes));
+
     this.planner = planner.fn;
     this.segmentSearch = segmentSearch.fn;
     this.merge = merge.fn;
+    this.gc = gc.fn;
     this.logGroups = {
       planner: planner.logGroup,
       segmentSearch: segmentSearch.logGroup,
       merge: merge.logGroup,
+      gc: gc.logGroup,
     };
   }
 }
@@ -228,6 +272,18 @@ function sizing(
   const reserved = settings?.reservedConcurrency;
   if (reserved !== undefined) positiveInt(`${name}.reservedConcurrency`, reserved, 10_000);
   return { memorySize, timeout, reservedConcurrency: reserved };
+}
+
+/** Whole minutes over the longest query deadline: a view must outlive every query using it. */
+function graceMinutes(grace: Duration): number {
+  const floor = Math.ceil(LIMITS.maxTimeoutMs / 60_000);
+  const minutes = grace.toMinutes({ integral: false });
+  if (!(Number.isInteger(minutes) && minutes > floor && minutes <= 525_600)) {
+    throw new TypeError(
+      `Expected gcGrace to be whole minutes over ${floor} (the longest query deadline) and at most a year, got ${minutes}`,
+    );
+  }
+  return minutes;
 }
 
 function positiveInt(name: string, value: number, max: number): number {

@@ -14,6 +14,7 @@ export interface FanoutMetricsProps {
     readonly planner: ILogGroup;
     readonly segmentSearch: ILogGroup;
     readonly merge: ILogGroup;
+    readonly gc: ILogGroup;
   };
   /** @default `LanceFanout/<stack name>` */
   readonly namespace?: string;
@@ -71,7 +72,7 @@ const FIELDS = {
 
 export type FanoutMetricName = keyof typeof FIELDS;
 
-/** Metric filters on the three log groups. */
+/** Metric filters on the functions' log groups. */
 export class FanoutMetrics extends Construct {
   readonly namespace: string;
   /** Each metric, for alarms and dashboards. */
@@ -86,6 +87,7 @@ export class FanoutMetrics extends Construct {
       planner: props.logGroups.planner,
       "segment-search": props.logGroups.segmentSearch,
       merge: props.logGroups.merge,
+      gc: props.logGroups.gc,
     } as const;
     const metrics = {} as Record<FanoutMetricName, Metric>;
     for (const [key, spec] of Object.entries(FIELDS) as [FanoutMetricName, Field][]) {

@@ -1,6 +1,7 @@
 /**
- * The lance-fanout stack: the three functions, their S3 and invoke permissions, the search API
- * and the metrics. It composes the constructs and holds no logic of its own beyond validation.
+ * The lance-fanout stack: the four functions, their S3 and invoke permissions, the search API,
+ * the rules that prepare and collect views, and the metrics. It composes the constructs and holds
+ * no logic of its own beyond validation.
  * @module
  */
 import { Annotations, CfnOutput, Duration, Stack, type StackProps } from "aws-cdk-lib";
@@ -9,13 +10,15 @@ import { DatasetAccess, parseDatasetPrefix } from "./dataset-access.js";
 import { FanoutFunctions, type FanoutFunctionsProps } from "./fanout-functions.js";
 import { FanoutMetrics } from "./fanout-metrics.js";
 import { SearchApi, type SearchApiAuth, type SearchApiThrottle } from "./search-api.js";
+import { ViewUpkeep, type ViewUpkeepProps } from "./view-upkeep.js";
 
 /** HTTP API integrations time out after 29 s. */
 const API_INTEGRATION_TIMEOUT = Duration.seconds(29);
 
 export interface LanceFanoutStackProps
   extends StackProps,
-    Omit<FanoutFunctionsProps, "access" | "projectRoot"> {
+    Omit<FanoutFunctionsProps, "access" | "projectRoot">,
+    Omit<ViewUpkeepProps, "access" | "planner" | "gc"> {
   /**
    * Dataset prefixes that may be searched, `s3://bucket/prefix/`, read only: the buckets are
    * imported by name, never created or written outside the view prefix.
@@ -24,8 +27,8 @@ export interface LanceFanoutStackProps
   readonly datasets?: readonly string[];
   /**
    * Key prefix, in each dataset bucket, where segment-search writes segment views (the only
-   * writable place). Views are named by content and reused; expire old ones with a lifecycle rule
-   * on this prefix (docs/deploy.md).
+   * writable place) and gc deletes them (the only place anything is deleted). Views are named by
+   * content and reused (docs/deploy.md).
    * @default "lance-fanout-views"
    */
   readonly viewPrefix?: string;
@@ -44,6 +47,7 @@ export class LanceFanoutStack extends Stack {
   readonly api: SearchApi;
   readonly metrics: FanoutMetrics;
   readonly access: DatasetAccess;
+  readonly upkeep: ViewUpkeep;
 
   /** @throws TypeError for invalid props (each message names the prop). */
   constructor(scope: Construct, id: string, props: LanceFanoutStackProps = {}) {
@@ -77,6 +81,10 @@ export class LanceFanoutStack extends Stack {
       maxTasks: props.maxTasks,
       queryTimeout,
       viewCacheSize: props.viewCacheSize,
+      coverage: props.coverage,
+      gc: props.gc,
+      gcKeepVersions: props.gcKeepVersions,
+      gcGrace: props.gcGrace,
       logRetention: props.logRetention,
       logRemovalPolicy: props.logRemovalPolicy,
     });
@@ -86,6 +94,15 @@ export class LanceFanoutStack extends Stack {
       throttle: props.throttle,
       accessLogRetention: props.logRetention,
       logRemovalPolicy: props.logRemovalPolicy,
+    });
+    this.upkeep = new ViewUpkeep(this, "ViewUpkeep", {
+      access: this.access,
+      planner: this.functions.planner,
+      gc: this.functions.gc,
+      prepareOnCommit: props.prepareOnCommit,
+      prepareSchedule: props.prepareSchedule,
+      prepareDatasets: props.prepareDatasets,
+      gcSchedule: props.gcSchedule,
     });
     this.metrics = new FanoutMetrics(this, "Metrics", {
       logGroups: this.functions.logGroups,
@@ -109,6 +126,13 @@ export class LanceFanoutStack extends Stack {
       value: this.functions.segmentSearch.functionName,
     });
     new CfnOutput(this, "MergeFunctionName", { value: this.functions.merge.functionName });
+    new CfnOutput(this, "GcFunctionName", { value: this.functions.gc.functionName });
+    if (this.upkeep.deadLetters) {
+      new CfnOutput(this, "UpkeepDeadLetterQueueUrl", {
+        description: "Prepare and gc events EventBridge could not deliver",
+        value: this.upkeep.deadLetters.queueUrl,
+      });
+    }
     new CfnOutput(this, "MetricsNamespace", { value: this.metrics.namespace });
   }
 }

@@ -43,11 +43,27 @@ export interface LocalS3 {
   /** lancedb storageOptions for this server */
   storageOptions(): Record<string, string>;
   /**
-   * Fault injection for tests: every GET of a key matching `keys` answers `status` (e.g. 500)
-   * until cleared with `undefined`.
+   * Fault injection for tests: every request of `fault.methods` whose path (`/bucket/key`)
+   * matches `keys` answers `status` (403 as `AccessDenied`, others as `InternalError`) until
+   * cleared with `undefined`.
    */
-  injectFault(fault: { readonly keys: RegExp; readonly status: number } | undefined): void;
+  injectFault(fault: Fault | undefined): void;
+  /**
+   * `METHOD /path?query` of each request answered with the current fault, and for DeleteObjects
+   * the keys it asked to delete (` key1 key2`).
+   */
+  readonly faulted: readonly string[];
   stop(): Promise<void>;
+}
+
+export interface Fault {
+  readonly keys: RegExp;
+  readonly status: number;
+  /**
+   * HTTP methods, each optionally with the subresource that names an S3 operation:
+   * `"POST?delete"` is DeleteObjects. @default ["GET"]
+   */
+  readonly methods?: readonly string[];
 }
 
 const HOST = "127.0.0.1";
@@ -99,11 +115,14 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
   // Koa composes `middleware` when `run()` listens, so entries added now run for every request.
   server.middleware.unshift(conditionalWrites(server.store));
   if (latencyMs > 0) server.middleware.unshift(firstByteDelay(latencyMs));
-  let fault: { readonly keys: RegExp; readonly status: number } | undefined;
+  let fault: Fault | undefined;
+  const faulted: string[] = [];
   server.middleware.unshift(async (ctx, next) => {
-    if (fault && ctx.method === "GET" && fault.keys.test(ctx.path)) {
+    if (fault && faultApplies(fault, ctx)) {
+      faulted.push(`${ctx.method} ${ctx.url}${await deletedKeys(ctx)}`);
+      const code = fault.status === 403 ? "AccessDenied" : "InternalError";
       ctx.status = fault.status;
-      ctx.body = `<Error><Code>InternalError</Code><Message>injected fault</Message></Error>`;
+      ctx.body = `<Error><Code>${code}</Code><Message>injected fault</Message></Error>`;
       return;
     }
     await next();
@@ -132,6 +151,10 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
     }),
     injectFault(next) {
       fault = next;
+      faulted.length = 0;
+    },
+    get faulted() {
+      return [...faulted];
     },
     stop() {
       stopped ??= new Promise<void>((resolve, reject) => {
@@ -142,6 +165,26 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
       return stopped;
     },
   };
+}
+
+function faultApplies(fault: Fault, ctx: S3rver.Context): boolean {
+  const methods = fault.methods ?? ["GET"];
+  const applies = methods.some((entry) => {
+    const [method, subresource] = entry.split("?");
+    return method === ctx.method && (subresource === undefined || subresource in ctx.query);
+  });
+  return applies && fault.keys.test(ctx.path);
+}
+
+/** " key1 key2" of a DeleteObjects request (its body is not read by anyone else: it is refused). */
+async function deletedKeys(ctx: S3rver.Context): Promise<string> {
+  if (ctx.method !== "POST" || !("delete" in ctx.query)) return "";
+  const chunks: Buffer[] = [];
+  for await (const chunk of ctx.req) chunks.push(chunk as Buffer);
+  const keys = Buffer.concat(chunks)
+    .toString("utf8")
+    .matchAll(/<Key>([^<]*)<\/Key>/g);
+  return [...keys].map((m) => ` ${m[1]}`).join("");
 }
 
 function assertInternals(server: S3rver): void {

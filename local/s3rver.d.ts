@@ -74,6 +74,8 @@ declare module "s3rver" {
     interface Context {
       readonly method: string;
       readonly path: string;
+      /** Path and query string, as requested. */
+      readonly url: string;
       readonly hostname: string;
       readonly query: Readonly<Record<string, string | string[] | undefined>>;
       /** @koa/router's decoded route parameters (`bucket`, `key`); set for controllers. */

@@ -71,7 +71,21 @@ async function datasetsUnder(options: GcOptions, runtime: Runtime): Promise<stri
     const folder = VIEW.exec(object.uri.slice(root.length + 1))?.[1];
     if (folder) folders.add(folder);
   }
-  return [...folders].map((folder) => datasetOfFolder(root, folder));
+  // Views of a dataset this deployment may not read (another deployment's sharing the bucket, or
+  // a prefix no longer allowed) stay: without its versions nothing tells which are live.
+  return [...folders].map((folder) => datasetOfFolder(root, folder)).filter(mayRead(runtime));
+}
+
+function mayRead(runtime: Runtime): (dataset: string) => boolean {
+  return (dataset) => {
+    try {
+      runtime.resolveDataset(dataset);
+      return true;
+    } catch (err) {
+      if (err instanceof FanoutError && err.code === "FORBIDDEN_DATASET") return false;
+      throw err;
+    }
+  };
 }
 
 async function collectDataset(

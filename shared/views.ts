@@ -215,7 +215,7 @@ export class ViewCache {
       if (!(err instanceof StaleView)) throw err;
       // Not what its name promises (changed by something else): back to the clone it started
       // as, then restrict again. Nothing is deleted.
-      await table.checkout(1);
+      await table.checkout(await firstVersion(table));
       await table.restore();
       group = await this.#restrict(table, uri, spec);
     }
@@ -354,6 +354,12 @@ function segmentBytes(segments: readonly ManifestSegment[]): Map<string, number>
     bytes.set(s.uuid, s.sizeBytes);
   }
   return bytes;
+}
+
+/** The version a view was cloned as: its oldest (a shallow clone keeps its source's number). */
+async function firstVersion(table: Table): Promise<number> {
+  const versions = (await table.listVersions()).map((v) => v.version);
+  return Math.min(...versions);
 }
 
 /** A view whose contents do not match its name. */

@@ -113,6 +113,16 @@ describe("gc", () => {
     const reports = await collectViews({ root: "local", dryRun: true }, runtime);
     expect(reports.map((r) => r.dataset)).toContain(ds.uri);
   });
+
+  test("leaves alone the views of datasets this deployment may not read (another's, or no longer allowed)", async () => {
+    const narrower = createRuntime({ ...runtime.config, allowedDatasets: ["/nowhere/"] });
+    const later = new Date(Date.now() + 2 * HOUR);
+    const before = await views();
+    expect(await collectViews({ root: "local", now: later, keepVersions: 1 }, narrower)).toEqual(
+      [],
+    );
+    expect(await views()).toEqual(before);
+  });
 });
 
 /** A fresh process on the same view root. */

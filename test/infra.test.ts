@@ -16,21 +16,26 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { App, Duration, Stack } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
+import { type Rule, Schedule } from "aws-cdk-lib/aws-events";
 import type { CfnRole } from "aws-cdk-lib/aws-iam";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
+import type { Queue } from "aws-cdk-lib/aws-sqs";
 import { afterAll, describe, expect, test } from "vitest";
+import { prepareRequests } from "../functions/common/events.js";
 import { fanoutBundling } from "../infra/bundling.js";
 import { CONTEXT_KEYS, settingsFromContext } from "../infra/context.js";
 import { DatasetAccess, parseDatasetPrefix, parseViewPrefix } from "../infra/dataset-access.js";
 import { LanceFanoutStack, type LanceFanoutStackProps } from "../infra/lance-fanout-stack.js";
 import { installEnvironment, installNativeModules } from "../infra/native-modules.js";
 import { elfMachine, pruneAsset, stripCandidates } from "../infra/prune-asset.js";
+import { parseSchedule } from "../infra/view-upkeep.js";
 
 const CDK_JSON = JSON.parse(readFileSync(new URL("../cdk.json", import.meta.url), "utf8")) as {
   app: string;
   context: Record<string, unknown>;
 };
+const KMS_KEY = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
 const DATASETS = [
   "s3://acme-vectors/datasets/",
   "s3://acme-vectors/more/",
@@ -75,12 +80,15 @@ function logicalId(stack: Stack, construct: { node: { defaultChild?: unknown } }
   return stack.getLogicalId(construct.node.defaultChild as CfnRole);
 }
 
+function roleId(stack: Stack, fn: NodejsFunction): string {
+  if (!fn.role) throw new Error("function without role");
+  return logicalId(stack, fn.role);
+}
+
 /** Every statement of every policy attached to the function's role. */
 function statementsOf(stack: Stack, template: Template, fn: NodejsFunction): Statement[] {
-  if (!fn.role) throw new Error("function without role");
-  const roleId = logicalId(stack, fn.role);
   const policies = template.findResources("AWS::IAM::Policy", {
-    Properties: { Roles: Match.arrayWith([{ Ref: roleId }]) },
+    Properties: { Roles: Match.arrayWith([{ Ref: roleId(stack, fn) }]) },
   });
   return Object.values(policies).flatMap(
     (p) =>
@@ -143,9 +151,9 @@ function violations(statements: readonly Statement[]): string[] {
 }
 
 describe("functions", () => {
-  test("three Node.js functions on nodejs24.x and arm64 by default, bundled as ES modules", () => {
+  test("four Node.js functions on nodejs24.x and arm64 by default, bundled as ES modules", () => {
     const { template } = defaults;
-    template.resourceCountIs("AWS::Lambda::Function", 3);
+    template.resourceCountIs("AWS::Lambda::Function", 4);
     const functions = Object.values(template.findResources("AWS::Lambda::Function"));
     for (const fn of functions) {
       expect(fn.Properties).toMatchObject({
@@ -164,9 +172,9 @@ describe("functions", () => {
     }
   });
 
-  test("every function gets the lance-fanout configuration; the planner also its targets and limits", () => {
+  test("every function gets the lance-fanout configuration; the planner also its targets and limits, gc what it keeps", () => {
     const { stack, template } = defaults;
-    const { planner, segmentSearch, merge } = stack.functions;
+    const { planner, segmentSearch, merge, gc } = stack.functions;
     const common = {
       LANCE_FANOUT_S3_VIEW_PREFIX: "lance-fanout-views",
       LANCE_FANOUT_ALLOWED_DATASETS: DATASETS.join(","),
@@ -185,7 +193,37 @@ describe("functions", () => {
       LANCE_FANOUT_MERGE_FUNCTION: { Ref: logicalId(stack, merge) },
       LANCE_FANOUT_MAX_TASKS: "16",
       LANCE_FANOUT_TIMEOUT_MS: "25000",
+      LANCE_FANOUT_COVERAGE: "fallback",
     });
+    expect(env(gc)).toEqual({
+      ...common,
+      LANCE_FANOUT_MAX_TASKS: "16",
+      LANCE_FANOUT_GC_KEEP_VERSIONS: "3",
+      LANCE_FANOUT_GC_GRACE_MINUTES: "60",
+    });
+  });
+
+  test("coverage goes to the planner; gc keeps views of the planner's widest plans and what props say", () => {
+    const { stack, template } = synth({
+      coverage: "require",
+      maxTasks: 32,
+      gcKeepVersions: 5,
+      gcGrace: Duration.hours(2),
+    });
+    const env = (fn: NodejsFunction) =>
+      template.toJSON().Resources[logicalId(stack, fn)].Properties.Environment.Variables;
+    expect(env(stack.functions.planner)).toMatchObject({
+      LANCE_FANOUT_COVERAGE: "require",
+      LANCE_FANOUT_MAX_TASKS: "32",
+    });
+    expect(env(stack.functions.gc)).toMatchObject({
+      LANCE_FANOUT_MAX_TASKS: "32",
+      LANCE_FANOUT_GC_KEEP_VERSIONS: "5",
+      LANCE_FANOUT_GC_GRACE_MINUTES: "120",
+    });
+    for (const fn of [stack.functions.segmentSearch, stack.functions.merge, stack.functions.gc]) {
+      expect(env(fn).LANCE_FANOUT_COVERAGE).toBeUndefined();
+    }
   });
 
   test("the planner outlives the query deadline and the others get their default sizes", () => {
@@ -202,6 +240,7 @@ describe("functions", () => {
     expect(planner).toMatchObject({ MemorySize: 1024, Timeout: 29 });
     expect(props(stack.functions.segmentSearch)).toMatchObject({ MemorySize: 2048, Timeout: 30 });
     expect(props(stack.functions.merge)).toMatchObject({ MemorySize: 1024, Timeout: 30 });
+    expect(props(stack.functions.gc)).toMatchObject({ MemorySize: 1024, Timeout: 300 });
     for (const fn of Object.values(template.findResources("AWS::Lambda::Function"))) {
       expect(fn.Properties.ReservedConcurrentExecutions).toBeUndefined();
     }
@@ -233,12 +272,13 @@ describe("functions", () => {
 
   test("each function logs to its own log group with a retention", () => {
     const { stack, template } = defaults;
-    template.resourceCountIs("AWS::Logs::LogGroup", 4); // three functions and the API
+    template.resourceCountIs("AWS::Logs::LogGroup", 5); // four functions and the API
     template.allResourcesProperties("AWS::Logs::LogGroup", { RetentionInDays: 30 });
     for (const [fn, logGroup] of [
       [stack.functions.planner, stack.functions.logGroups.planner],
       [stack.functions.segmentSearch, stack.functions.logGroups.segmentSearch],
       [stack.functions.merge, stack.functions.logGroups.merge],
+      [stack.functions.gc, stack.functions.logGroups.gc],
     ] as const) {
       expect(template.toJSON().Resources[logicalId(stack, fn)].Properties.LoggingConfig).toEqual({
         LogFormat: "JSON",
@@ -276,7 +316,7 @@ describe("IAM", () => {
 
   test("roles carry no managed policies and trust only Lambda", () => {
     const { template } = defaults;
-    template.resourceCountIs("AWS::IAM::Role", 3);
+    template.resourceCountIs("AWS::IAM::Role", 4);
     for (const role of Object.values(template.findResources("AWS::IAM::Role"))) {
       expect(role.Properties.ManagedPolicyArns).toBeUndefined();
       expect(role.Properties.AssumeRolePolicyDocument.Statement).toEqual([
@@ -321,7 +361,7 @@ describe("IAM", () => {
     {
       Sid: `WriteViews${bucket.replaceAll("-", "")}`,
       Effect: "Allow",
-      Action: ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+      Action: ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"],
       Resource: `arn:aws:s3:::${bucket}/lance-fanout-views/*`,
     },
     {
@@ -379,13 +419,60 @@ describe("IAM", () => {
 
   test("no function but segment-search may write to S3", () => {
     const { stack, template } = defaults;
-    for (const fn of [stack.functions.planner, stack.functions.merge]) {
+    for (const fn of [stack.functions.planner, stack.functions.merge, stack.functions.gc]) {
       const actions = statementsOf(stack, template, fn).flatMap((s) => asArray(s.Action));
       expect(actions.filter((a) => a.startsWith("s3:"))).toEqual(
         expect.arrayContaining(["s3:GetObject", "s3:ListBucket"]),
       );
-      expect(actions.filter((a) => /^s3:(Put|Delete|Abort)/.test(a))).toEqual([]);
+      expect(actions.filter((a) => /^s3:(Put|Abort|Copy|Restore)/.test(a))).toEqual([]);
     }
+  });
+
+  const deleteViews = (bucket: string) => [
+    {
+      Sid: `DeleteViews${bucket.replaceAll("-", "")}`,
+      Effect: "Allow",
+      Action: "s3:DeleteObject",
+      Resource: `arn:aws:s3:::${bucket}/lance-fanout-views/*`,
+    },
+    writeViews(bucket)[1],
+  ];
+
+  test("gc reads the datasets, lists the view prefix and deletes only under it", () => {
+    const { stack, template } = defaults;
+    expect(statementsOf(stack, template, stack.functions.gc)).toEqual([
+      logsOf(stack, stack.functions.logGroups.gc),
+      ...read,
+      ...deleteViews("acme-vectors"),
+      ...deleteViews("other-bucket"),
+    ]);
+  });
+
+  test("no role but gc's may delete anything, with any action", () => {
+    const { stack, template } = synth({ prepareOnCommit: true, kmsKeyArns: [KMS_KEY] });
+    const gcRole = roleId(stack, stack.functions.gc);
+    const policies = Object.values(template.findResources("AWS::IAM::Policy"));
+    expect(policies.length).toBeGreaterThanOrEqual(4);
+    let gcDeletes = 0;
+    for (const policy of policies) {
+      const isGc = policy.Properties.Roles.some((r: { Ref: string }) => r.Ref === gcRole);
+      const statements = policy.Properties.PolicyDocument.Statement as Statement[];
+      const deletes = statements.flatMap((s) =>
+        asArray(s.Action)
+          .filter((a) => /^s3:(\*|Delete|PutLifecycle|PutBucket)/i.test(a))
+          .map((action) => ({ action, resources: resources(s) })),
+      );
+      if (!isGc) expect(deletes).toEqual([]);
+      else {
+        for (const d of deletes) {
+          expect(d.action).toBe("s3:DeleteObject");
+          for (const r of d.resources)
+            expect(r).toMatch(/^arn:aws:s3:::[a-z-]+\/lance-fanout-views\/\*$/);
+        }
+        gcDeletes += deletes.length;
+      }
+    }
+    expect(gcDeletes).toBe(2);
   });
 
   test("a custom view prefix moves the writable prefix", () => {
@@ -398,16 +485,18 @@ describe("IAM", () => {
   });
 
   test("KMS keys add decrypt for readers and data keys for the view writer, through S3 only", () => {
-    const key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+    const key = KMS_KEY;
     const { stack, template } = synth({ kmsKeyArns: [key] });
     const kms = (fn: NodejsFunction) =>
       statementsOf(stack, template, fn).filter((s) =>
         asArray(s.Action).some((a) => a.startsWith("kms:")),
       );
     const viaS3 = { StringEquals: { "kms:ViaService": "s3.eu-west-1.amazonaws.com" } };
-    expect(kms(stack.functions.merge)).toEqual([
-      { Effect: "Allow", Action: "kms:Decrypt", Resource: key, Condition: viaS3 },
-    ]);
+    for (const reader of [stack.functions.merge, stack.functions.gc]) {
+      expect(kms(reader)).toEqual([
+        { Effect: "Allow", Action: "kms:Decrypt", Resource: key, Condition: viaS3 },
+      ]);
+    }
     const writer = kms(stack.functions.segmentSearch);
     expect(new Set(writer.flatMap((s) => asArray(s.Action)))).toEqual(
       new Set(["kms:Decrypt", "kms:GenerateDataKey"]),
@@ -421,6 +510,192 @@ describe("IAM", () => {
     Annotations.fromStack(stack).hasWarning("*", Match.stringLikeRegexp("No dataset prefixes"));
     const actions = allStatements(template).flatMap((s) => asArray(s.Action));
     expect(actions.filter((a) => a.startsWith("s3:"))).toEqual([]);
+  });
+});
+
+describe("view upkeep (EventBridge)", () => {
+  /** The rules of a template, by their logical id. */
+  const rules = (template: Template) =>
+    Object.values(template.findResources("AWS::Events::Rule")).map(
+      (r) => r.Properties as Record<string, unknown> & { Targets: Record<string, unknown>[] },
+    );
+  const fnArn = (stack: Stack, fn: NodejsFunction) => ({
+    "Fn::GetAtt": [logicalId(stack, fn), "Arn"],
+  });
+  const target = (stack: LanceFanoutStack, fn: NodejsFunction) => ({
+    Arn: fnArn(stack, fn),
+    Id: expect.any(String),
+    RetryPolicy: { MaximumRetryAttempts: 4, MaximumEventAgeInSeconds: 3600 },
+    DeadLetterConfig: {
+      Arn: { "Fn::GetAtt": [logicalId(stack, stack.upkeep.deadLetters as Queue), "Arn"] },
+    },
+  });
+  /** An EventBridge wildcard as a regex: `*` is any run of characters, slashes included. */
+  const wildcard = (pattern: string) =>
+    new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*")}$`);
+
+  test("by default only gc runs, hourly, with retries, a maximum event age and a dead-letter queue", () => {
+    const { stack, template } = defaults;
+    expect(rules(template)).toEqual([
+      {
+        Description: expect.any(String),
+        ScheduleExpression: "rate(1 hour)",
+        State: "ENABLED",
+        Targets: [target(stack, stack.functions.gc)],
+      },
+    ]);
+    template.hasResourceProperties("AWS::Lambda::Permission", {
+      Action: "lambda:InvokeFunction",
+      Principal: "events.amazonaws.com",
+      FunctionName: fnArn(stack, stack.functions.gc),
+      SourceArn: { "Fn::GetAtt": [logicalId(stack, stack.upkeep.gcRule as Rule), "Arn"] },
+    });
+    // Nothing but API Gateway and the gc rule may invoke any function.
+    const principals = Object.values(template.findResources("AWS::Lambda::Permission")).map(
+      (p) => p.Properties.Principal,
+    );
+    expect(new Set(principals)).toEqual(
+      new Set(["apigateway.amazonaws.com", "events.amazonaws.com"]),
+    );
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      MessageRetentionPeriod: 14 * 24 * 3600,
+      SqsManagedSseEnabled: true,
+    });
+    const queuePolicy = JSON.stringify(template.findResources("AWS::SQS::QueuePolicy"));
+    expect(queuePolicy).toContain('"aws:SecureTransport":"false"');
+    expect(queuePolicy).toContain('"Service":"events.amazonaws.com"');
+    expect(
+      template.toJSON().Resources[logicalId(stack, stack.functions.planner)].Properties.Environment
+        .Variables.LANCE_FANOUT_PREPARE_DATASETS,
+    ).toBeUndefined();
+  });
+
+  test("gcSchedule false leaves no rule and no queue", () => {
+    const { template } = synth({ gcSchedule: false });
+    template.resourceCountIs("AWS::Events::Rule", 0);
+    template.resourceCountIs("AWS::SQS::Queue", 0);
+    expect(Object.keys(template.toJSON().Outputs)).not.toContain("UpkeepDeadLetterQueueUrl");
+  });
+
+  test("prepareOnCommit: one rule per dataset bucket, on manifests under its dataset prefixes, to the planner", () => {
+    const { stack, template } = synth({
+      prepareOnCommit: true,
+      gcSchedule: Schedule.expression("cron(0 3 * * ? *)"),
+    });
+    const commit = rules(template).filter((r) => r.EventPattern);
+    expect(commit).toHaveLength(2);
+    const pattern = (bucket: string, prefixes: string[]) => ({
+      source: ["aws.s3"],
+      "detail-type": ["Object Created"],
+      detail: {
+        bucket: { name: [bucket] },
+        object: {
+          key: prefixes.map((p) => ({ wildcard: `${p}*.lance/_versions/*.manifest` })),
+        },
+      },
+    });
+    expect(commit).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          EventPattern: pattern("acme-vectors", ["datasets/", "more/"]),
+          State: "ENABLED",
+          Targets: [target(stack, stack.functions.planner)],
+        }),
+        expect.objectContaining({
+          EventPattern: pattern("other-bucket", ["lance/"]),
+          Targets: [target(stack, stack.functions.planner)],
+        }),
+      ]),
+    );
+    expect(rules(template).find((r) => r.ScheduleExpression)?.ScheduleExpression).toBe(
+      "cron(0 3 * * ? *)",
+    );
+    for (const rule of stack.upkeep.commitRules.values()) {
+      template.hasResourceProperties("AWS::Lambda::Permission", {
+        Principal: "events.amazonaws.com",
+        FunctionName: fnArn(stack, stack.functions.planner),
+        SourceArn: { "Fn::GetAtt": [logicalId(stack, rule), "Arn"] },
+      });
+    }
+  });
+
+  test("the commit rule's keys are the manifests the planner prepares for, never a view's", () => {
+    const { template } = synth({ prepareOnCommit: true });
+    const acme = rules(template).find((r) =>
+      JSON.stringify(r.EventPattern ?? "").includes("acme-vectors"),
+    ) as unknown as { EventPattern: { detail: { object: { key: { wildcard: string }[] } } } };
+    const keys = acme.EventPattern.detail.object.key.map((k) => wildcard(k.wildcard));
+    const matches = (key: string) => keys.some((k) => k.test(key));
+    const event = (key: string) => ({
+      source: "aws.s3",
+      "detail-type": "Object Created",
+      detail: { bucket: { name: "acme-vectors" }, object: { key } },
+    });
+    for (const key of [
+      "datasets/items.lance/_versions/12.manifest",
+      "datasets/a/b.lance/_versions/18446744073709551614.manifest",
+      "more/x.lance/_versions/1.manifest",
+    ]) {
+      expect(matches(key), key).toBe(true);
+      const [request] = prepareRequests(event(key), {}) ?? [];
+      expect(request?.dataset).toBe(`s3://acme-vectors/${key.replace(/\/_versions\/.*$/, "")}`);
+    }
+    for (const key of [
+      "lance-fanout-views/datasets/items.lance/view-0123.lance/_versions/1.manifest",
+      "datasets/items.lance/data/0.lance",
+      "datasets/items.lance/_transactions/3-x.txn",
+      "elsewhere/items.lance/_versions/1.manifest",
+    ]) {
+      expect(matches(key), key).toBe(false);
+    }
+  });
+
+  test("prepareSchedule: a rule runs the planner on the listed datasets", () => {
+    const datasets = ["s3://acme-vectors/datasets/items.lance", "s3://other-bucket/lance/b.lance"];
+    const { stack, template } = synth({
+      prepareSchedule: Schedule.expression("rate(15 minutes)"),
+      prepareDatasets: datasets,
+    });
+    expect(rules(template)).toEqual(
+      expect.arrayContaining([
+        expect.objectContaining({
+          ScheduleExpression: "rate(15 minutes)",
+          Targets: [target(stack, stack.functions.planner)],
+        }),
+        expect.objectContaining({
+          ScheduleExpression: "rate(1 hour)",
+          Targets: [target(stack, stack.functions.gc)],
+        }),
+      ]),
+    );
+    expect(rules(template).some((r) => r.EventPattern)).toBe(false);
+    expect(
+      template.toJSON().Resources[logicalId(stack, stack.functions.planner)].Properties.Environment
+        .Variables.LANCE_FANOUT_PREPARE_DATASETS,
+    ).toBe(datasets.join(","));
+    // The schedule's event is one the planner reads as a prepare of those datasets.
+    const scheduled = { source: "aws.events", "detail-type": "Scheduled Event", detail: {} };
+    expect(
+      prepareRequests(scheduled, { LANCE_FANOUT_PREPARE_DATASETS: datasets.join(",") }),
+    ).toEqual(datasets.map((dataset) => ({ dataset })));
+  });
+
+  test("schedule expressions are checked", () => {
+    expect(parseSchedule("gcSchedule", " rate(1 day) ").expressionString).toBe("rate(1 day)");
+    expect(parseSchedule("gcSchedule", "cron(0/15 * * * ? *)").expressionString).toBe(
+      "cron(0/15 * * * ? *)",
+    );
+    for (const bad of [
+      "rate(1 hours)",
+      "rate(5 minute)",
+      "rate(0 minutes)",
+      "every hour",
+      "cron(* * *)",
+    ]) {
+      expect(() => parseSchedule("gcSchedule", bad), bad).toThrow(
+        /Expected gcSchedule to be a schedule expression/,
+      );
+    }
   });
 });
 
@@ -494,12 +769,14 @@ describe("HTTP API", () => {
     const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
     expect(Object.keys(outputs).sort()).toEqual([
       "ApiUrl",
+      "GcFunctionName",
       "MergeFunctionName",
       "MetricsNamespace",
       "PlannerFunctionName",
       "SearchRouteArn",
       "SearchUrl",
       "SegmentSearchFunctionName",
+      "UpkeepDeadLetterQueueUrl",
     ]);
     expect(outputs.PlannerFunctionName?.Value).toEqual({
       Ref: logicalId(stack, stack.functions.planner),
@@ -545,7 +822,7 @@ describe("metrics", () => {
       }),
     );
     expect(filters.filter((f) => f.MetricTransformations[0].MetricName === "Errors")).toHaveLength(
-      3,
+      4,
     );
   });
 });
@@ -588,6 +865,36 @@ describe("validation", () => {
     [{ throttle: { rateLimit: 0 } }, /throttle.rateLimit/],
     [{ throttle: { burstLimit: 1.5 } }, /throttle.burstLimit to be an integer/],
     [{ kmsKeyArns: ["*"] }, /Expected a KMS key ARN/],
+    [
+      { coverage: "all" },
+      /Expected coverage to be one of require, fallback, indexed-only, got "all"/,
+    ],
+    [{ gcGrace: Duration.minutes(15) }, /Expected gcGrace to be whole minutes over 15/],
+    [{ gcGrace: Duration.seconds(1000) }, /Expected gcGrace to be whole minutes/],
+    [{ gcKeepVersions: 0 }, /gcKeepVersions to be an integer 1..1000/],
+    [{ gc: { timeout: Duration.minutes(16) } }, /gc.timeout to be 1..900 seconds/],
+    [
+      { prepareSchedule: Schedule.rate(Duration.minutes(5)) },
+      /prepareSchedule needs prepareDatasets/,
+    ],
+    [
+      { prepareDatasets: ["s3://acme-vectors/datasets/a.lance"] },
+      /prepareDatasets needs prepareSchedule/,
+    ],
+    [
+      {
+        prepareSchedule: Schedule.rate(Duration.minutes(5)),
+        prepareDatasets: ["s3://acme-vectors/elsewhere/a.lance"],
+      },
+      /Expected each of prepareDatasets to be a dataset under s3:\/\/acme-vectors\/datasets\/,.*got "s3:\/\/acme-vectors\/elsewhere\/a.lance"/,
+    ],
+    [
+      {
+        prepareSchedule: Schedule.rate(Duration.minutes(5)),
+        prepareDatasets: ["s3://acme-vectors/datasets/"],
+      },
+      /Expected each of prepareDatasets to be a dataset under/,
+    ],
   ] as [LanceFanoutStackProps, RegExp][])("rejects %j", (props, message) => {
     expect(() => synth(props)).toThrow(message);
   });
@@ -650,6 +957,70 @@ describe("context", () => {
     expect(props.planner?.timeout?.toSeconds()).toBe(28);
   });
 
+  test("view upkeep keys become props", () => {
+    const { props } = settingsFromContext(
+      {
+        datasets: "s3://acme-vectors/datasets/",
+        coverage: "indexed-only",
+        prepareOnCommit: "true",
+        prepareSchedule: "rate(5 minutes)",
+        prepareDatasets: "s3://acme-vectors/datasets/a.lance, s3://acme-vectors/datasets/b.lance",
+        gcSchedule: "off",
+        gcKeepVersions: "5",
+        gcGraceMinutes: "30",
+        "gc.memoryMb": "2048",
+        "gc.timeoutSeconds": "600",
+      },
+      {},
+    );
+    expect(props).toMatchObject({
+      coverage: "indexed-only",
+      prepareOnCommit: true,
+      prepareDatasets: ["s3://acme-vectors/datasets/a.lance", "s3://acme-vectors/datasets/b.lance"],
+      gcSchedule: false,
+      gcKeepVersions: 5,
+      gc: { memorySize: 2048 },
+    });
+    expect(props.prepareSchedule?.expressionString).toBe("rate(5 minutes)");
+    expect(props.gcGrace?.toMinutes()).toBe(30);
+    expect(props.gc?.timeout?.toSeconds()).toBe(600);
+    const defaults = settingsFromContext({}, {}).props;
+    expect(defaults.prepareOnCommit).toBe(false);
+    expect(defaults.gcSchedule).toBeUndefined();
+  });
+
+  /** The stack `cdk synth` builds from this context, without bundling. */
+  function synthContext(context: Record<string, unknown>): LanceFanoutStack {
+    const { stackName, props } = settingsFromContext(context, {});
+    const app = new App({ context: { ...CDK_JSON.context, "aws:cdk:bundling-stacks": [] } });
+    return new LanceFanoutStack(app, stackName, props);
+  }
+
+  test("a context with prepare on commit and no gc synthesizes the commit rules only", () => {
+    const stack = synthContext({
+      datasets: "s3://acme-vectors/datasets/,s3://other-bucket/lance/",
+      prepareOnCommit: "true",
+      gcSchedule: "off",
+    });
+    expect([...stack.upkeep.commitRules.keys()]).toEqual(["acme-vectors", "other-bucket"]);
+    expect(stack.upkeep.gcRule).toBeUndefined();
+    Template.fromStack(stack).resourceCountIs("AWS::Events::Rule", 2);
+  });
+
+  test.each([
+    [{ prepareSchedule: "rate(5 minutes)" }, /prepareSchedule needs prepareDatasets/],
+    [
+      { prepareSchedule: "rate(5 minutes)", prepareDatasets: "s3://other-bucket/lance/a.lance" },
+      /Expected each of prepareDatasets to be a dataset under s3:\/\/acme-vectors\/datasets\//,
+    ],
+    [{ gcGraceMinutes: "15" }, /Expected gcGrace to be whole minutes over 15/],
+    [{ gcKeepVersions: "0" }, /gcKeepVersions to be an integer 1..1000/],
+  ])("a stack from context rejects %j", (context, message) => {
+    expect(() => synthContext({ datasets: "s3://acme-vectors/datasets/", ...context })).toThrow(
+      message,
+    );
+  });
+
   test("cdk.json values (arrays, numbers) are accepted and defaults need no context", () => {
     const { stackName, props } = settingsFromContext(
       { datasets: ["s3://a-b/c/"], maxTasks: 4 },
@@ -675,6 +1046,11 @@ describe("context", () => {
     [{ logRetentionDays: "10" }, /"logRetentionDays" must be one of 1, 3, 5, 7, 14/],
     [{ retainLogs: "yes" }, /"retainLogs" must be true or false/],
     [{ stackName: "1st" }, /"stackName" must be a CloudFormation stack name/],
+    [{ coverage: "all" }, /"coverage" must be require, fallback, indexed-only, got "all"/],
+    [{ prepareOnCommit: "yes" }, /"prepareOnCommit" must be true or false/],
+    [{ prepareSchedule: "hourly" }, /Expected prepareSchedule to be a schedule expression/],
+    [{ gcSchedule: "rate(1 hours)" }, /Expected gcSchedule to be a schedule expression/],
+    [{ gcGraceMinutes: "an hour" }, /"gcGraceMinutes" must be a number/],
   ])("rejects %j", (context, message) => {
     expect(() => settingsFromContext(context, {})).toThrow(message);
   });

@@ -204,4 +204,23 @@ describe("segment views", () => {
     expect(view.searchedSegments).toBe(1);
     expect(await view.table.countRows()).toBeLessThan(await ds.table.countRows());
   });
+
+  test("a stale view (changed by something else) is restored to its clone and restricted again", async () => {
+    const runtime = await testRuntime();
+    const spec = specs[3] ?? specs[0];
+    if (!spec) throw new Error("no segment");
+    const built = await runtime.views.open(spec);
+    const rows = await built.table.countRows();
+    await built.table.delete("id % 5 = 0");
+    // A shallow clone starts at its source's version number, not at 1.
+    expect(Math.min(...(await built.table.listVersions()).map((v) => v.version))).toBeGreaterThan(
+      1,
+    );
+    const other = createRuntime(
+      loadConfig({ ...process.env, LANCE_FANOUT_VIEW_ROOT: runtime.config.localViewRoot }),
+    );
+    const repaired = await other.views.open(spec);
+    expect(repaired.searchedSegments).toBe(1);
+    expect(await repaired.table.countRows()).toBe(rows);
+  });
 });

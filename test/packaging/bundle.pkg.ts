@@ -10,7 +10,7 @@
  * Run with `npx vitest run --config test/packaging/vitest.config.ts`.
  */
 import { spawn, spawnSync } from "node:child_process";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, utimes } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -34,7 +34,7 @@ import {
 const ROOT = resolve(fileURLToPath(import.meta.url), "../../..");
 const BUCKET = "lance-fanout-pkg";
 const STACK = "LanceFanoutPkg";
-const FUNCTIONS = ["Planner", "SegmentSearch", "Merge"] as const;
+const FUNCTIONS = ["Planner", "SegmentSearch", "Merge", "Gc"] as const;
 type FunctionId = (typeof FUNCTIONS)[number];
 
 interface Architecture {
@@ -190,7 +190,7 @@ describe.each(ARCHITECTURES)("$context assets", (architecture) => {
     const assets = synth.assetLines.filter((l) =>
       l.startsWith(`lance-fanout asset ${architecture.arch}:`),
     );
-    expect(assets).toHaveLength(3);
+    expect(assets).toHaveLength(FUNCTIONS.length);
     expect(assets.filter((l) => l.includes("from the cache")).length).toBeGreaterThanOrEqual(2);
   });
 
@@ -252,10 +252,11 @@ describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
   let dataset: Dataset;
   const proxies = new Map<FunctionId, RecordingProxy>();
   let functions: Record<FunctionId, SynthFunction>;
+  let s3Dir: string;
 
   beforeAll(async () => {
     functions = synthOf(HOST as Architecture).functions;
-    const s3Dir = await mkdtemp(join(tmpdir(), "fanout-pkg-s3-"));
+    s3Dir = await mkdtemp(join(tmpdir(), "fanout-pkg-s3-"));
     outdirs.push(s3Dir);
     s3 = await startLocalS3({ directory: s3Dir, buckets: [BUCKET] });
     dataset = await makeDataset({
@@ -318,17 +319,18 @@ describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
     await s3?.stop();
   });
 
-  async function invokePlanner(payload: unknown): Promise<unknown> {
+  async function invoke(id: FunctionId, payload: unknown): Promise<unknown> {
     const out = await client.send(
       new InvokeCommand({
-        FunctionName: functions.Planner.logicalId,
+        FunctionName: functions[id].logicalId,
         Payload: JSON.stringify(payload),
       }),
     );
     const text = Buffer.from(out.Payload ?? new Uint8Array()).toString("utf8");
-    if (out.FunctionError) throw new Error(`planner failed: ${text}`);
+    if (out.FunctionError) throw new Error(`${id} failed: ${text}`);
     return JSON.parse(text);
   }
+  const invokePlanner = (payload: unknown) => invoke("Planner", payload);
 
   test("the planner bundle answers a search, fanning out to the segment-search and merge bundles", async () => {
     // `select` makes the merge bundle read the winners' rows from the dataset too.
@@ -366,16 +368,74 @@ describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
     expect(response.error?.code).toBe("FORBIDDEN_DATASET");
   });
 
+  test("the planner bundle prepares a version on a direct request and on a commit event", async () => {
+    const direct = (await invokePlanner({ prepare: { dataset: dataset.uri } })) as {
+      prepared: { dataset: string; version: number; views: number; error?: unknown }[];
+    };
+    expect(direct.prepared).toEqual([
+      expect.objectContaining({ dataset: dataset.uri, version: dataset.version }),
+    ]);
+    expect(direct.prepared[0]?.views).toBeGreaterThan(1);
+    const key = `${dataset.uri.replace(`s3://${BUCKET}/`, "")}/_versions/${dataset.version}.manifest`;
+    const commit = (await invokePlanner({
+      version: "0",
+      source: "aws.s3",
+      "detail-type": "Object Created",
+      detail: { bucket: { name: BUCKET }, object: { key } },
+    })) as { prepared: { dataset: string; created: number; error?: unknown }[] };
+    expect(commit.prepared).toEqual([
+      expect.objectContaining({ dataset: dataset.uri, created: 0 }),
+    ]);
+  });
+
+  test("the gc bundle, on its schedule, deletes a dead view through its role and keeps the live ones", async () => {
+    // A view of a dataset that is gone, last written two hours ago (s3rver dates objects by mtime).
+    const view = `lance-fanout-views/datasets/gone.lance/view-${"0".repeat(32)}.lance`;
+    const writer = new S3Client({
+      endpoint: s3.endpoint,
+      forcePathStyle: true,
+      region: "us-east-1",
+      credentials: s3.credentials,
+    });
+    try {
+      for (const file of ["_versions/1.manifest", "data/0.lance"]) {
+        await writer.send(
+          new PutObjectCommand({ Bucket: BUCKET, Key: `${view}/${file}`, Body: "x" }),
+        );
+      }
+    } finally {
+      writer.destroy();
+    }
+    const old = new Date(Date.now() - 2 * 3_600_000);
+    for (const file of await readdir(join(s3Dir, BUCKET, view), { recursive: true })) {
+      await utimes(join(s3Dir, BUCKET, view, file), old, old);
+    }
+    const response = (await invoke("Gc", {
+      version: "0",
+      source: "aws.events",
+      "detail-type": "Scheduled Event",
+      detail: {},
+    })) as { reports: { dataset: string; removed: { view: string }[]; kept: number }[] };
+    const byDataset = new Map(response.reports.map((r) => [r.dataset, r]));
+    expect(byDataset.get(`s3://${BUCKET}/datasets/gone.lance`)?.removed).toEqual([
+      expect.objectContaining({ view: `view-${"0".repeat(32)}`, objects: 2 }),
+    ]);
+    expect(byDataset.get(dataset.uri)).toMatchObject({ removed: [] });
+    expect(byDataset.get(dataset.uri)?.kept).toBeGreaterThan(1);
+    const deletes = proxies.get("Gc")?.requests.flatMap(s3Accesses) ?? [];
+    expect(deletes.filter((a) => a.action === "s3:DeleteObject")).toHaveLength(2);
+  });
+
   test("every S3 request of every function was allowed by its role's statements", () => {
     const denied: S3Access[] = [];
     for (const id of FUNCTIONS) {
       expect(proxies.get(id)?.requests.length, `${id} made no S3 request`).toBeGreaterThan(0);
-      denied.push(...(proxies.get(id)?.denied ?? []));
+      denied.push(...(proxies.get(id)?.denied ?? []).filter((a) => !isLostCommitCleanup(id, a)));
     }
     expect(denied).toEqual([]);
   });
 
-  test("segment-search wrote only under the view prefix; planner and merge wrote nothing", () => {
+  test("segment-search wrote only under the view prefix, gc only deleted there; planner and merge wrote nothing", () => {
     const writes = (id: FunctionId) =>
       (proxies.get(id)?.requests.flatMap(s3Accesses) ?? []).filter((a) =>
         /^s3:(Put|Delete|Abort)/.test(a.action),
@@ -384,8 +444,16 @@ describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
     expect(writes("Merge")).toEqual([]);
     const viewWrites = writes("SegmentSearch");
     expect(viewWrites.length).toBeGreaterThan(0);
-    for (const w of viewWrites)
+    for (const w of viewWrites) {
+      if (!isLostCommitCleanup("SegmentSearch", w)) expect(w.action).not.toMatch(/^s3:Delete/);
       expect(w.resource).toMatch(`arn:aws:s3:::${BUCKET}/lance-fanout-views/`);
+    }
+    const gcWrites = writes("Gc");
+    expect(gcWrites.length).toBeGreaterThan(0);
+    for (const w of gcWrites) {
+      expect(w.action).toBe("s3:DeleteObject");
+      expect(w.resource).toMatch(`arn:aws:s3:::${BUCKET}/lance-fanout-views/`);
+    }
   });
 
   test("the proxies answer as S3 would for the role: 403 for what it may not do or see", async () => {
@@ -463,6 +531,21 @@ describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
     ).toBe(false);
   });
 });
+
+/**
+ * The one delete lancedb asks segment-search for, refused by its role by design: when two tasks
+ * create the same view at once (tasks of one group for different queries), the commit that loses
+ * removes its own transaction file. The view is right either way (test/no-delete.test.ts).
+ */
+function isLostCommitCleanup(id: FunctionId, access: S3Access): boolean {
+  return (
+    id === "SegmentSearch" &&
+    access.action === "s3:DeleteObject" &&
+    /^arn:aws:s3:::[^/]+\/lance-fanout-views\/.+\/view-[0-9a-f]{32}\.lance\/_transactions\/\d+-[0-9a-f-]{36}\.txn$/.test(
+      access.resource,
+    )
+  );
+}
 
 function hasCommand(command: string): boolean {
   return spawnSync(command, ["--version"], { stdio: "ignore" }).error === undefined;
