@@ -21,8 +21,8 @@ export interface LanceFanoutStackProps
     Omit<ViewUpkeepProps, "access" | "planner" | "gc"> {
   /**
    * Dataset prefixes that may be searched, `s3://bucket/prefix/`, read only: the buckets are
-   * imported by name, never created or written outside the view prefix.
-   * @default none: the stack synthesizes with a warning and its functions can read nothing
+   * imported by name, never created or written outside the view prefix. Required: a stack
+   * without any would deploy functions that can read nothing.
    */
   readonly datasets?: readonly string[];
   /**
@@ -49,14 +49,13 @@ export class LanceFanoutStack extends Stack {
   readonly access: DatasetAccess;
   readonly upkeep: ViewUpkeep;
 
-  /** @throws TypeError for invalid props (each message names the prop). */
+  /** @throws TypeError for invalid props (each message names the prop), or no datasets. */
   constructor(scope: Construct, id: string, props: LanceFanoutStackProps = {}) {
     super(scope, id, props);
     const datasets = (props.datasets ?? []).map((value) => parseDatasetPrefix(value));
     if (datasets.length === 0) {
-      Annotations.of(this).addWarningV2(
-        "lance-fanout:noDatasets",
-        "No dataset prefixes configured: the functions can read no dataset. Deploy with -c datasets=s3://bucket/prefix/",
+      throw new TypeError(
+        "No dataset prefixes: the functions could read nothing. Give them with -c datasets=s3://bucket/prefix/ (comma-separated), e.g. -c datasets=s3://my-vectors/datasets/ (the datasets prop of LanceFanoutStack)",
       );
     }
     this.access = new DatasetAccess(this, {

@@ -9,12 +9,14 @@ import {
   HttpApi,
   HttpMethod,
   type HttpRoute,
+  type HttpRouteIntegrationBindOptions,
   HttpStage,
   type IHttpRouteAuthorizer,
   LogGroupLogDestination,
 } from "aws-cdk-lib/aws-apigatewayv2";
 import { HttpIamAuthorizer, HttpJwtAuthorizer } from "aws-cdk-lib/aws-apigatewayv2-authorizers";
 import { HttpLambdaIntegration } from "aws-cdk-lib/aws-apigatewayv2-integrations";
+import { ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import type { IFunction } from "aws-cdk-lib/aws-lambda";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
@@ -89,6 +91,29 @@ export class SearchApi extends Construct {
         `Expected throttle.rateLimit to be in (0, 10000] requests/s, got ${rateLimit}`,
       );
     }
+/**
+ * A Lambda integration whose invoke permission is the route's own ARN, method included (any
+ * stage, `POST`, `/search`), where CDK's own grants the path to any method.
+ */
+class RouteLambdaIntegration extends HttpLambdaIntegration {
+  readonly #id: string;
+  readonly #handler: IFunction;
+
+  constructor(id: string, handler: IFunction) {
+    super(id, handler);
+    this.#id = id;
+    this.#handler = handler;
+  }
+
+  protected override completeBind(options: HttpRouteIntegrationBindOptions): void {
+    this.#handler.addPermission(`${this.#id}-Permission`, {
+      scope: options.scope,
+      principal: new ServicePrincipal("apigateway.amazonaws.com"),
+      sourceArn: options.route.routeArn,
+    });
+  }
+}
+
     if (!(Number.isInteger(burstLimit) && burstLimit >= 1 && burstLimit <= 5000)) {
       throw new TypeError(
         `Expected throttle.burstLimit to be an integer 1..5000, got ${burstLimit}`,
@@ -116,7 +141,7 @@ export class SearchApi extends Construct {
     const [route] = this.api.addRoutes({
       path: "/search",
       methods: [HttpMethod.POST],
-      integration: new HttpLambdaIntegration("Planner", props.handler),
+      integration: new RouteLambdaIntegration("Planner", props.handler),
       authorizer,
     });
     if (!route) throw new Error("HttpApi.addRoutes returned no route");

@@ -505,11 +505,12 @@ describe("IAM", () => {
     expect(violations(allStatements(template))).toEqual([]);
   });
 
-  test("without datasets the stack synthesizes with a warning and grants no S3 access", () => {
-    const { stack, template } = synth({ datasets: [] });
-    Annotations.fromStack(stack).hasWarning("*", Match.stringLikeRegexp("No dataset prefixes"));
-    const actions = allStatements(template).flatMap((s) => asArray(s.Action));
-    expect(actions.filter((a) => a.startsWith("s3:"))).toEqual([]);
+  test("a stack without datasets refuses to synthesize, naming the context key and an example", () => {
+    for (const datasets of [[], undefined]) {
+      expect(() => synth({ datasets })).toThrow(
+        /No dataset prefixes: the functions could read nothing\. Give them with -c datasets=s3:\/\/bucket\/prefix\/ \(comma-separated\), e\.g\. -c datasets=s3:\/\/my-vectors\/datasets\//,
+      );
+    }
   });
 });
 
@@ -714,15 +715,33 @@ describe("HTTP API", () => {
       IntegrationUri: { "Fn::GetAtt": [logicalId(stack, stack.functions.planner), "Arn"] },
     });
     template.resourceCountIs("AWS::ApiGatewayV2::Authorizer", 0);
-    // Only API Gateway may invoke the planner, and only through this route.
-    template.hasResourceProperties("AWS::Lambda::Permission", {
-      Action: "lambda:InvokeFunction",
-      Principal: "apigateway.amazonaws.com",
-      FunctionName: { "Fn::GetAtt": [logicalId(stack, stack.functions.planner), "Arn"] },
-      SourceArn: {
-        "Fn::Join": ["", Match.arrayWith([Match.stringLikeRegexp("/\\*/\\*/search$")])],
+    // Only API Gateway may invoke the planner, and only through POST /search (any stage).
+    const fromApi = Object.values(
+      template.findResources("AWS::Lambda::Permission", {
+        Properties: { Principal: "apigateway.amazonaws.com" },
+      }),
+    ).map((p) => p.Properties);
+    expect(fromApi).toEqual([
+      {
+        Action: "lambda:InvokeFunction",
+        Principal: "apigateway.amazonaws.com",
+        FunctionName: { "Fn::GetAtt": [logicalId(stack, stack.functions.planner), "Arn"] },
+        SourceArn: {
+          "Fn::Join": [
+            "",
+            [
+              "arn:",
+              { Ref: "AWS::Partition" },
+              ":execute-api:eu-west-1:",
+              { Ref: "AWS::AccountId" },
+              ":",
+              { Ref: logicalId(stack, stack.api.api) },
+              "/*/POST/search",
+            ],
+          ],
+        },
       },
-    });
+    ]);
   });
 
   test("the default stage throttles and writes JSON access logs with the request id", () => {
