@@ -7,7 +7,7 @@
  */
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { Annotations, Duration, RemovalPolicy } from "aws-cdk-lib";
+import { Duration, RemovalPolicy } from "aws-cdk-lib";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Architecture, LoggingFormat, Runtime } from "aws-cdk-lib/aws-lambda";
 import { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
@@ -15,7 +15,9 @@ import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
 import { COVERAGE_MODES, type Coverage, LIMITS } from "../shared/request.js";
 import { fanoutBundling } from "./bundling.js";
+import { type Reservations, reserveConcurrency } from "./concurrency.js";
 import type { DatasetAccess } from "./dataset-access.js";
+import { DEFAULT_THROTTLE } from "./search-api.js";
 
 /** The repository root: handlers, package.json and package-lock.json live here. */
 export const PROJECT_ROOT = resolve(fileURLToPath(import.meta.url), "../..");
@@ -27,11 +29,14 @@ export const SUPPORTED_RUNTIMES = [Runtime.NODEJS_22_X, Runtime.NODEJS_24_X] as 
 export interface FunctionSettings {
   /** Memory in MB, 128..10240 (1769 MB = one vCPU). @default 1024 (planner, merge, gc), 2048 (segment-search) */
   readonly memorySize?: number;
-  /** @default 29 s (planner: above the query deadline, under API Gateway's 30 s), 5 min (gc), 30 s (others) */
+  /**
+   * @default 29 s (planner: above the query deadline, under API Gateway's 30 s), 5 min (gc),
+   * a second below the planner's (segment-search, merge: nothing the planner waits for outlives it)
+   */
   readonly timeout?: Duration;
   /**
-   * Reserved concurrency, also a ceiling on the function's concurrency.
-   * @default none: the function draws on the account's unreserved concurrency
+   * Reserved concurrency, also a ceiling on the function's concurrency (infra/concurrency.ts).
+   * @default planner: `concurrentQueries`; segment-search: planner × (maxTasks + 1); merge: planner; gc: 1
    */
   readonly reservedConcurrency?: number;
 }
@@ -45,14 +50,24 @@ export interface FanoutFunctionsProps {
   readonly runtime?: Runtime;
   /** @default 1024 MB, 29 s */
   readonly planner?: FunctionSettings;
-  /** @default 2048 MB, 30 s */
+  /** @default 2048 MB, the planner's timeout less 1 s (28 s) */
   readonly segmentSearch?: FunctionSettings;
-  /** @default 1024 MB, 30 s */
+  /** @default 1024 MB, the planner's timeout less 1 s (28 s) */
   readonly merge?: FunctionSettings;
   /** Lists and deletes views of every dataset bucket. @default 1024 MB, 5 min */
   readonly gc?: FunctionSettings;
   /** Upper bound on tasks per query (`LANCE_FANOUT_MAX_TASKS`). @default 16 */
   readonly maxTasks?: number;
+  /**
+   * Queries that may start at once (the search API's burst): sizes the reservations.
+   * @default 40, the search API's default burst
+   */
+  readonly concurrentQueries?: number;
+  /**
+   * The account's Lambda concurrency quota in the region; the reservations must leave 100 of it
+   * unreserved. @default 1000
+   */
+  readonly accountConcurrency?: number;
   /** Deadline of a query that sets no `timeoutMs` (`LANCE_FANOUT_TIMEOUT_MS`). @default 25 s */
   readonly queryTimeout?: Duration;
   /** Open segment views kept per execution environment (`LANCE_FANOUT_VIEW_CACHE_SIZE`). @default 64 */
@@ -80,8 +95,8 @@ export interface FanoutFunctionsProps {
 
 const DEFAULTS = {
   planner: { memorySize: 1024, timeout: Duration.seconds(29) },
-  segmentSearch: { memorySize: 2048, timeout: Duration.seconds(30) },
-  merge: { memorySize: 1024, timeout: Duration.seconds(30) },
+  segmentSearch: { memorySize: 2048 },
+  merge: { memorySize: 1024 },
   gc: { memorySize: 1024, timeout: Duration.minutes(5) },
 } as const;
 
@@ -113,10 +128,16 @@ export class FanoutFunctions extends Construct {
     const viewCacheSize = positiveInt("viewCacheSize", props.viewCacheSize ?? 64, 100_000);
     const queryTimeoutMs = (props.queryTimeout ?? Duration.seconds(25)).toMilliseconds();
     positiveInt("queryTimeout (ms)", queryTimeoutMs, 900_000);
+    const plannerSizing = sizing("planner", props.planner, DEFAULTS.planner);
+    // A task or merge the planner no longer waits for only bills: they end before it.
+    const waitedFor = Duration.seconds(plannerSizing.timeout.toSeconds({ integral: false }) - 1);
     const settings = {
-      planner: sizing("planner", props.planner, DEFAULTS.planner),
-      segmentSearch: sizing("segmentSearch", props.segmentSearch, DEFAULTS.segmentSearch),
-      merge: sizing("merge", props.merge, DEFAULTS.merge),
+      planner: plannerSizing,
+      segmentSearch: sizing("segmentSearch", props.segmentSearch, {
+        ...DEFAULTS.segmentSearch,
+        timeout: waitedFor,
+      }),
+      merge: sizing("merge", props.merge, { ...DEFAULTS.merge, timeout: waitedFor }),
       gc: sizing("gc", props.gc, DEFAULTS.gc),
     };
     const coverage = props.coverage ?? "fallback";
@@ -127,19 +148,18 @@ export class FanoutFunctions extends Construct {
     }
     const gcKeepVersions = positiveInt("gcKeepVersions", props.gcKeepVersions ?? 3, 1000);
     const gcGraceMinutes = graceMinutes(props.gcGrace ?? Duration.minutes(60));
-    if (settings.planner.timeout.toMilliseconds() <= queryTimeoutMs) {
-      throw new TypeError(
-        `planner.timeout (${settings.planner.timeout.toSeconds()} s) must exceed queryTimeout (${queryTimeoutMs} ms), so the planner can answer TIMEOUT`,
-      );
-    }
-
-    const reserved = settings.segmentSearch.reservedConcurrency;
-    if (reserved !== undefined && reserved < maxTasks) {
-      Annotations.of(this).addWarningV2(
-        "lance-fanout:segmentSearchConcurrency",
-        `segmentSearch.reservedConcurrency (${reserved}) is below maxTasks (${maxTasks}): one query's tasks will be throttled and retried`,
-      );
-    }
+    checkDeadlines(settings, queryTimeoutMs);
+    const reserved = reserveConcurrency({
+      concurrentQueries: props.concurrentQueries ?? DEFAULT_THROTTLE.burstLimit,
+      maxTasks,
+      accountConcurrency: props.accountConcurrency,
+      explicit: {
+        planner: settings.planner.reservedConcurrency,
+        segmentSearch: settings.segmentSearch.reservedConcurrency,
+        merge: settings.merge.reservedConcurrency,
+        gc: settings.gc.reservedConcurrency,
+      },
+    });
 
     const root = props.projectRoot ?? PROJECT_ROOT;
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
@@ -151,7 +171,8 @@ export class FanoutFunctions extends Construct {
       LANCEDB_LOG: "error",
       NODE_OPTIONS: "--enable-source-maps",
     };
-    const make = (name: string, dir: string, size: Sizing, description: string) => {
+    const make = (key: keyof Reservations, name: string, dir: string, description: string) => {
+      const size = settings[key];
       const logGroup = new LogGroup(this, `${name}Logs`, {
         retention: logRetention,
         removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
@@ -177,7 +198,7 @@ export class FanoutFunctions extends Construct {
         architecture,
         memorySize: size.memorySize,
         timeout: size.timeout,
-        reservedConcurrentExecutions: size.reservedConcurrency,
+        reservedConcurrentExecutions: reserved[key],
         role,
         logGroup,
         loggingFormat: LoggingFormat.JSON,
@@ -189,22 +210,17 @@ export class FanoutFunctions extends Construct {
     };
 
     const segmentSearch = make(
+      "segmentSearch",
       "SegmentSearch",
       "segment-search",
-      settings.segmentSearch,
       "lance-fanout: one k-nearest search over one group of index segments",
     );
     props.access.grantViews(segmentSearch.fn);
-    const merge = make(
-      "Merge",
-      "merge",
-      settings.merge,
-      "lance-fanout: global top-k and select columns",
-    );
+    const merge = make("merge", "Merge", "merge", "lance-fanout: global top-k and select columns");
     const planner = make(
+      "planner",
       "Planner",
       "planner",
-      settings.planner,
       "lance-fanout: plans a search, fans out segment-search tasks, merges",
     );
     planner.fn.addEnvironment(
@@ -222,12 +238,7 @@ export class FanoutFunctions extends Construct {
       }),
     );
 
-    const gc = make(
-      "Gc",
-      "gc",
-      settings.gc,
-      "lance-fanout: removes segment views no query can still use",
-    );
+    const gc = make("gc", "Gc", "gc", "lance-fanout: removes segment views no query can still use");
     props.access.grantCollect(gc.fn);
     // gc keeps the views of every width a plan can have: the planner's maxTasks.
     gc.fn.addEnvironment("LANCE_FANOUT_MAX_TASKS", String(maxTasks));
@@ -272,6 +283,30 @@ function sizing(
   const reserved = settings?.reservedConcurrency;
   if (reserved !== undefined) positiveInt(`${name}.reservedConcurrency`, reserved, 10_000);
   return { memorySize, timeout, reservedConcurrency: reserved };
+}
+
+/**
+ * The query deadline ends before the planner, and so does everything the planner waits for:
+ * a task or merge still running when its planner is gone only bills (and holds a reservation).
+ */
+function checkDeadlines(
+  settings: { readonly [K in "planner" | "segmentSearch" | "merge"]: Sizing },
+  queryTimeoutMs: number,
+): void {
+  const planner = settings.planner.timeout.toSeconds({ integral: false });
+  if (planner * 1000 <= queryTimeoutMs) {
+    throw new TypeError(
+      `planner.timeout (${planner} s) must exceed queryTimeout (${queryTimeoutMs} ms), so the planner can answer TIMEOUT`,
+    );
+  }
+  for (const name of ["segmentSearch", "merge"] as const) {
+    const seconds = settings[name].timeout.toSeconds({ integral: false });
+    if (seconds >= planner) {
+      throw new TypeError(
+        `${name}.timeout (${seconds} s) must be below planner.timeout (${planner} s): the planner stops waiting at its timeout, and a ${name === "merge" ? "merge" : "task"} that runs on only bills. Leave it unset (the planner's less 1 s) or lower it`,
+      );
+    }
+  }
 }
 
 /** Whole minutes over the longest query deadline: a view must outlive every query using it. */

@@ -9,7 +9,12 @@ import type { Construct } from "constructs";
 import { DatasetAccess, parseDatasetPrefix } from "./dataset-access.js";
 import { FanoutFunctions, type FanoutFunctionsProps } from "./fanout-functions.js";
 import { FanoutMetrics } from "./fanout-metrics.js";
-import { SearchApi, type SearchApiAuth, type SearchApiThrottle } from "./search-api.js";
+import {
+  resolveThrottle,
+  SearchApi,
+  type SearchApiAuth,
+  type SearchApiThrottle,
+} from "./search-api.js";
 import { ViewUpkeep, type ViewUpkeepProps } from "./view-upkeep.js";
 
 /** HTTP API integrations time out after 29 s. */
@@ -17,7 +22,7 @@ const API_INTEGRATION_TIMEOUT = Duration.seconds(29);
 
 export interface LanceFanoutStackProps
   extends StackProps,
-    Omit<FanoutFunctionsProps, "access" | "projectRoot">,
+    Omit<FanoutFunctionsProps, "access" | "projectRoot" | "concurrentQueries">,
     Omit<ViewUpkeepProps, "access" | "planner" | "gc"> {
   /**
    * Dataset prefixes that may be searched, `s3://bucket/prefix/`, read only: the buckets are
@@ -34,7 +39,10 @@ export interface LanceFanoutStackProps
   readonly viewPrefix?: string;
   /** @default { type: "iam" } (SigV4) */
   readonly auth?: SearchApiAuth;
-  /** @default { rateLimit: 20, burstLimit: 40 } */
+  /**
+   * The API's rate and burst; the burst is the number of queries the functions' reserved
+   * concurrency is sized for (infra/concurrency.ts). @default { rateLimit: 20, burstLimit: 40 }
+   */
   readonly throttle?: SearchApiThrottle;
   /** KMS keys of SSE-KMS dataset buckets. @default none */
   readonly kmsKeyArns?: readonly string[];
@@ -58,6 +66,7 @@ export class LanceFanoutStack extends Stack {
         "No dataset prefixes: the functions could read nothing. Give them with -c datasets=s3://bucket/prefix/ (comma-separated), e.g. -c datasets=s3://my-vectors/datasets/ (the datasets prop of LanceFanoutStack)",
       );
     }
+    const throttle = resolveThrottle(props.throttle);
     this.access = new DatasetAccess(this, {
       datasets,
       viewPrefix: props.viewPrefix,
@@ -70,6 +79,16 @@ export class LanceFanoutStack extends Stack {
         `queryTimeout (${queryTimeout.toSeconds()} s) is not below the HTTP API's 29 s integration timeout: long queries only answer to direct invokes`,
       );
     }
+    const plannerTimeout = props.planner?.timeout;
+    if (
+      plannerTimeout &&
+      plannerTimeout.toMilliseconds() > API_INTEGRATION_TIMEOUT.toMilliseconds()
+    ) {
+      Annotations.of(this).addWarningV2(
+        "lance-fanout:plannerTimeout",
+        `planner.timeout (${plannerTimeout.toSeconds()} s) is above the HTTP API's 29 s integration timeout: an HTTP request ends there while its planner may run on (and bill); only direct invokes get longer answers`,
+      );
+    }
     this.functions = new FanoutFunctions(this, "Functions", {
       access: this.access,
       architecture: props.architecture,
@@ -78,6 +97,8 @@ export class LanceFanoutStack extends Stack {
       segmentSearch: props.segmentSearch,
       merge: props.merge,
       maxTasks: props.maxTasks,
+      concurrentQueries: throttle.burstLimit,
+      accountConcurrency: props.accountConcurrency,
       queryTimeout,
       viewCacheSize: props.viewCacheSize,
       coverage: props.coverage,
@@ -90,7 +111,7 @@ export class LanceFanoutStack extends Stack {
     this.api = new SearchApi(this, "SearchApi", {
       handler: this.functions.planner,
       auth: props.auth,
-      throttle: props.throttle,
+      throttle,
       accessLogRetention: props.logRetention,
       logRemovalPolicy: props.logRemovalPolicy,
     });

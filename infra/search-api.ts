@@ -32,8 +32,28 @@ export type SearchApiAuth =
 export interface SearchApiThrottle {
   /** @default 20 */
   readonly rateLimit?: number;
-  /** @default 40 */
+  /** Requests admitted at once; the planner's reserved concurrency follows it. @default 40 */
   readonly burstLimit?: number;
+}
+
+export const DEFAULT_THROTTLE = { rateLimit: 20, burstLimit: 40 } as const;
+
+/**
+ * The throttle with its defaults.
+ * @throws TypeError for a rate outside (0, 10000] or a burst that is not an integer 1..5000.
+ */
+export function resolveThrottle(throttle: SearchApiThrottle = {}): Required<SearchApiThrottle> {
+  const rateLimit = throttle.rateLimit ?? DEFAULT_THROTTLE.rateLimit;
+  const burstLimit = throttle.burstLimit ?? DEFAULT_THROTTLE.burstLimit;
+  if (!(Number.isFinite(rateLimit) && rateLimit > 0 && rateLimit <= 10_000)) {
+    throw new TypeError(
+      `Expected throttle.rateLimit to be in (0, 10000] requests/s, got ${rateLimit}`,
+    );
+  }
+  if (!(Number.isInteger(burstLimit) && burstLimit >= 1 && burstLimit <= 5000)) {
+    throw new TypeError(`Expected throttle.burstLimit to be an integer 1..5000, got ${burstLimit}`);
+  }
+  return { rateLimit, burstLimit };
 }
 
 export interface SearchApiProps {
@@ -71,26 +91,6 @@ const ACCESS_LOG_FIELDS = {
   authorizerError: "$context.authorizer.error",
 } as const;
 
-/** The search API. */
-export class SearchApi extends Construct {
-  readonly api: HttpApi;
-  readonly stage: HttpStage;
-  readonly route: HttpRoute;
-  readonly accessLogs: LogGroup;
-  /** `https://<id>.execute-api.<region>.amazonaws.com/search` */
-  readonly searchUrl: string;
-
-  /** @throws TypeError for a JWT issuer that is not https, an empty audience, or bad throttling. */
-  constructor(scope: Construct, id: string, props: SearchApiProps) {
-    super(scope, id);
-    const authorizer = this.#authorizer(props.auth ?? { type: "iam" });
-    const rateLimit = props.throttle?.rateLimit ?? 20;
-    const burstLimit = props.throttle?.burstLimit ?? 40;
-    if (!(Number.isFinite(rateLimit) && rateLimit > 0 && rateLimit <= 10_000)) {
-      throw new TypeError(
-        `Expected throttle.rateLimit to be in (0, 10000] requests/s, got ${rateLimit}`,
-      );
-    }
 /**
  * A Lambda integration whose invoke permission is the route's own ARN, method included (any
  * stage, `POST`, `/search`), where CDK's own grants the path to any method.
@@ -114,11 +114,20 @@ class RouteLambdaIntegration extends HttpLambdaIntegration {
   }
 }
 
-    if (!(Number.isInteger(burstLimit) && burstLimit >= 1 && burstLimit <= 5000)) {
-      throw new TypeError(
-        `Expected throttle.burstLimit to be an integer 1..5000, got ${burstLimit}`,
-      );
-    }
+/** The search API. */
+export class SearchApi extends Construct {
+  readonly api: HttpApi;
+  readonly stage: HttpStage;
+  readonly route: HttpRoute;
+  readonly accessLogs: LogGroup;
+  /** `https://<id>.execute-api.<region>.amazonaws.com/search` */
+  readonly searchUrl: string;
+
+  /** @throws TypeError for a JWT issuer that is not https, an empty audience, or bad throttling. */
+  constructor(scope: Construct, id: string, props: SearchApiProps) {
+    super(scope, id);
+    const authorizer = this.#authorizer(props.auth ?? { type: "iam" });
+    const { rateLimit, burstLimit } = resolveThrottle(props.throttle);
 
     this.api = new HttpApi(this, "Api", {
       description: "lance-fanout: POST /search",

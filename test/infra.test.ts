@@ -207,6 +207,7 @@ describe("functions", () => {
     const { stack, template } = synth({
       coverage: "require",
       maxTasks: 32,
+      throttle: { rateLimit: 10, burstLimit: 20 },
       gcKeepVersions: 5,
       gcGrace: Duration.hours(2),
     });
@@ -226,30 +227,21 @@ describe("functions", () => {
     }
   });
 
-  test("the planner outlives the query deadline and the others get their default sizes", () => {
+  test("default sizes: the planner outlives the query deadline, the functions it waits for end before it", () => {
     const { stack, template } = defaults;
     const props = (fn: NodejsFunction) =>
       template.toJSON().Resources[logicalId(stack, fn)].Properties as Record<string, unknown>;
-    const planner = props(stack.functions.planner);
-    expect(Number(planner.Timeout) * 1000).toBeGreaterThan(
-      Number(
-        (planner.Environment as { Variables: Record<string, string> }).Variables
-          .LANCE_FANOUT_TIMEOUT_MS,
-      ),
-    );
-    expect(planner).toMatchObject({ MemorySize: 1024, Timeout: 29 });
-    expect(props(stack.functions.segmentSearch)).toMatchObject({ MemorySize: 2048, Timeout: 30 });
-    expect(props(stack.functions.merge)).toMatchObject({ MemorySize: 1024, Timeout: 30 });
+    expect(props(stack.functions.planner)).toMatchObject({ MemorySize: 1024, Timeout: 29 });
+    expect(props(stack.functions.segmentSearch)).toMatchObject({ MemorySize: 2048, Timeout: 28 });
+    expect(props(stack.functions.merge)).toMatchObject({ MemorySize: 1024, Timeout: 28 });
     expect(props(stack.functions.gc)).toMatchObject({ MemorySize: 1024, Timeout: 300 });
-    for (const fn of Object.values(template.findResources("AWS::Lambda::Function"))) {
-      expect(fn.Properties.ReservedConcurrentExecutions).toBeUndefined();
-    }
   });
 
   test("memory, timeout, reserved concurrency, maxTasks and deadline come from props", () => {
     const { stack, template } = synth({
-      segmentSearch: { memorySize: 3008, timeout: Duration.seconds(45), reservedConcurrency: 64 },
-      planner: { timeout: Duration.seconds(60) },
+      segmentSearch: { memorySize: 3008, timeout: Duration.seconds(45), reservedConcurrency: 66 },
+      planner: { timeout: Duration.seconds(60), reservedConcurrency: 2 },
+      throttle: { rateLimit: 1, burstLimit: 2 },
       maxTasks: 32,
       queryTimeout: Duration.seconds(50),
     });
@@ -258,16 +250,26 @@ describe("functions", () => {
     expect(resource(stack.functions.segmentSearch)).toMatchObject({
       MemorySize: 3008,
       Timeout: 45,
-      ReservedConcurrentExecutions: 64,
+      ReservedConcurrentExecutions: 66,
     });
+    // Merge's default timeout follows the planner's, a second below it.
+    expect(resource(stack.functions.merge)).toMatchObject({ Timeout: 59 });
     expect(resource(stack.functions.planner)).toMatchObject({
       Timeout: 60,
+      ReservedConcurrentExecutions: 2,
       Environment: {
         Variables: { LANCE_FANOUT_MAX_TASKS: "32", LANCE_FANOUT_TIMEOUT_MS: "50000" },
       },
     });
-    // 50 s is over the HTTP API's 29 s: direct invokes only, and the stack says so.
-    Annotations.fromStack(stack).hasWarning("*", Match.stringLikeRegexp("integration timeout"));
+    // 50 s and 60 s are over the HTTP API's 29 s: direct invokes only, and the stack says so.
+    Annotations.fromStack(stack).hasWarning(
+      "*",
+      Match.stringLikeRegexp("^queryTimeout \\(50 s\\) is not below the HTTP API's 29 s"),
+    );
+    Annotations.fromStack(stack).hasWarning(
+      "*",
+      Match.stringLikeRegexp("^planner.timeout \\(60 s\\) is above the HTTP API's 29 s"),
+    );
   });
 
   test("each function logs to its own log group with a retention", () => {
@@ -846,6 +848,125 @@ describe("metrics", () => {
   });
 });
 
+describe("concurrency and deadlines", () => {
+  /** What the template says: the stage's burst, the planner's maxTasks and deadline, each function's reservation and timeout. */
+  function limits({ stack, template }: { stack: LanceFanoutStack; template: Template }) {
+    const properties = (fn: NodejsFunction) =>
+      template.toJSON().Resources[logicalId(stack, fn)].Properties;
+    const [stage] = Object.values(template.findResources("AWS::ApiGatewayV2::Stage"));
+    const { planner, segmentSearch, merge, gc } = stack.functions;
+    const each = <T>(f: (fn: NodejsFunction) => T) => ({
+      planner: f(planner),
+      segmentSearch: f(segmentSearch),
+      merge: f(merge),
+      gc: f(gc),
+    });
+    const env = properties(planner).Environment.Variables;
+    return {
+      burst: stage?.Properties.DefaultRouteSettings.ThrottlingBurstLimit as number,
+      maxTasks: Number(env.LANCE_FANOUT_MAX_TASKS),
+      deadlineMs: Number(env.LANCE_FANOUT_TIMEOUT_MS),
+      reserved: each((fn) => properties(fn).ReservedConcurrentExecutions as number),
+      timeoutSeconds: each((fn) => properties(fn).Timeout as number),
+    };
+  }
+
+  /**
+   * The rules the stack keeps: every query the API admits at once has a planner, all its tasks
+   * (maxTasks and the unindexed tail) and a merge; the stack leaves Lambda's 100 unreserved.
+   */
+  function expectConsistent(l: ReturnType<typeof limits>, accountConcurrency = 1000) {
+    expect(l.reserved.planner).toBeGreaterThanOrEqual(l.burst);
+    expect(l.reserved.segmentSearch).toBeGreaterThanOrEqual(l.reserved.planner * (l.maxTasks + 1));
+    expect(l.reserved.merge).toBeGreaterThanOrEqual(l.reserved.planner);
+    expect(l.reserved.gc).toBeGreaterThanOrEqual(1);
+    const total = Object.values(l.reserved).reduce((a, b) => a + b, 0);
+    expect(total).toBeLessThanOrEqual(accountConcurrency - 100);
+  }
+
+  test("by default the reservations cover the API's burst at maxTasks + 1 tasks each, within a 1,000 account", () => {
+    const l = limits(defaults);
+    expect(l).toMatchObject({ burst: 40, maxTasks: 16 });
+    expect(l.reserved).toEqual({ planner: 40, segmentSearch: 680, merge: 40, gc: 1 });
+    expectConsistent(l);
+  });
+
+  test("the reservations follow the burst and maxTasks", () => {
+    const l = limits(synth({ throttle: { rateLimit: 5, burstLimit: 10 }, maxTasks: 8 }));
+    expect(l.reserved).toEqual({ planner: 10, segmentSearch: 90, merge: 10, gc: 1 });
+    expectConsistent(l);
+  });
+
+  test("a bigger account allows wider queries; explicit reservations above the minimum stay", () => {
+    const l = limits(
+      synth({
+        maxTasks: 64,
+        accountConcurrency: 5000,
+        merge: { reservedConcurrency: 100 },
+        gc: { reservedConcurrency: 2 },
+      }),
+    );
+    expect(l.reserved).toEqual({ planner: 40, segmentSearch: 2600, merge: 100, gc: 2 });
+    expectConsistent(l, 5000);
+  });
+
+  test.each([
+    [
+      { maxTasks: 32 },
+      /would reserve 1401 concurrent executions \(planner 40 \+ segment-search 1320 \+ merge 40 \+ gc 1\), over the 900 that accountConcurrency 1000 allows \(Lambda keeps 100 unreserved\).*throttleBurstLimit=25/,
+    ],
+    [{ accountConcurrency: 500 }, /would reserve 761 .* over the 400 that accountConcurrency 500/],
+    [{ accountConcurrency: 100 }, /accountConcurrency \(100\) leaves nothing to reserve/],
+    [{ accountConcurrency: 0 }, /accountConcurrency to be an integer/],
+    [
+      { throttle: { burstLimit: 50 }, planner: { reservedConcurrency: 40 } },
+      /throttle burst \(throttleBurstLimit, 50\) is above planner.reservedConcurrency \(40\)/,
+    ],
+    [
+      { segmentSearch: { reservedConcurrency: 100 } },
+      /segmentSearch.reservedConcurrency \(100\) is below planner.reservedConcurrency × \(maxTasks \+ 1\) = 40 × 17 = 680/,
+    ],
+    [
+      { merge: { reservedConcurrency: 10 } },
+      /merge.reservedConcurrency \(10\) is below planner.reservedConcurrency \(40\)/,
+    ],
+  ] as [LanceFanoutStackProps, RegExp][])(
+    "inconsistent concurrency is refused: %j",
+    (props, message) => {
+      expect(() => synth(props)).toThrow(message);
+    },
+  );
+
+  test("deadlines: tasks and merges end before the planner, the planner before API Gateway, the query before the planner", () => {
+    const l = limits(defaults);
+    expect(l.timeoutSeconds.segmentSearch).toBeLessThan(l.timeoutSeconds.planner);
+    expect(l.timeoutSeconds.merge).toBeLessThan(l.timeoutSeconds.planner);
+    expect(l.timeoutSeconds.planner).toBeLessThan(30);
+    expect(l.deadlineMs).toBeLessThan(l.timeoutSeconds.planner * 1000);
+    expect(Annotations.fromStack(defaults.stack).findWarning("*", Match.anyValue())).toEqual([]);
+  });
+
+  test.each([
+    [
+      { segmentSearch: { timeout: Duration.seconds(29) } },
+      /segmentSearch.timeout \(29 s\) must be below planner.timeout \(29 s\)/,
+    ],
+    [
+      { merge: { timeout: Duration.seconds(30) } },
+      /merge.timeout \(30 s\) must be below planner.timeout \(29 s\)/,
+    ],
+    [
+      { planner: { timeout: Duration.seconds(25) } },
+      /planner.timeout \(25 s\) must exceed queryTimeout \(25000 ms\)/,
+    ],
+  ] as [LanceFanoutStackProps, RegExp][])(
+    "inconsistent deadlines are refused: %j",
+    (props, message) => {
+      expect(() => synth(props)).toThrow(message);
+    },
+  );
+});
+
 describe("validation", () => {
   test.each([
     [
@@ -929,11 +1050,6 @@ describe("validation", () => {
       datasets: [parseDatasetPrefix("s3://b-1/x/"), parseDatasetPrefix("s3://b-1/x")],
     });
     expect(access.allowList).toBe("s3://b-1/x/");
-  });
-
-  test("warns when segment-search's reserved concurrency cannot run one query's tasks at once", () => {
-    const { stack } = synth({ segmentSearch: { reservedConcurrency: 4 }, maxTasks: 16 });
-    Annotations.fromStack(stack).hasWarning("*", Match.stringLikeRegexp("below maxTasks"));
   });
 });
 
@@ -1038,6 +1154,35 @@ describe("context", () => {
     expect(() => synthContext({ datasets: "s3://acme-vectors/datasets/", ...context })).toThrow(
       message,
     );
+  });
+
+  test("accountConcurrency sets the budget the reservations must fit", () => {
+    const datasets = "s3://acme-vectors/datasets/";
+    expect(settingsFromContext({ accountConcurrency: "3000" }, {}).props.accountConcurrency).toBe(
+      3000,
+    );
+    expect(() => synthContext({ datasets, maxTasks: "32" })).toThrow(
+      /over the 900 that accountConcurrency 1000 allows/,
+    );
+    const stack = synthContext({ datasets, maxTasks: "32", accountConcurrency: "3000" });
+    Template.fromStack(stack).hasResourceProperties("AWS::Lambda::Function", {
+      ReservedConcurrentExecutions: 40 * 33,
+    });
+  });
+
+  test("every cdk deploy example in docs/deploy.md synthesizes", () => {
+    const doc = readFileSync(new URL("../docs/deploy.md", import.meta.url), "utf8");
+    const commands = [...doc.matchAll(/^npx cdk deploy(?:.*\\\n)*.*$/gm)].map((m) =>
+      m[0].replaceAll("\\\n", " "),
+    );
+    expect(commands.length).toBeGreaterThanOrEqual(2);
+    for (const command of commands) {
+      const context = Object.fromEntries(
+        [...command.matchAll(/-c ([\w.]+)=(\S+)/g)].map((m) => [m[1], m[2]]),
+      );
+      expect(context.datasets, command).toBeDefined();
+      expect(() => synthContext(context), command).not.toThrow();
+    }
   });
 
   test("cdk.json values (arrays, numbers) are accepted and defaults need no context", () => {
