@@ -6,9 +6,9 @@
  * wildcard action or a bucket-wide resource.
  * @module
  */
-import { Stack } from "aws-cdk-lib";
+import { Stack, Token, Validations } from "aws-cdk-lib";
 import { type IGrantable, PolicyStatement } from "aws-cdk-lib/aws-iam";
-import type { Construct } from "constructs";
+import { Construct } from "constructs";
 
 /** One allowed dataset prefix, `s3://bucket/prefix/`. */
 export interface DatasetPrefix {
@@ -190,20 +190,61 @@ export class DatasetAccess {
 
   /** Adds {@link readStatements} to the grantee's policy. */
   grantRead(grantee: IGrantable): void {
-    for (const statement of this.readStatements())
-      grantee.grantPrincipal.addToPrincipalPolicy(statement);
+    this.#grant(
+      grantee,
+      this.readStatements(),
+      "Read only (s3:GetObject) under a dataset prefix the deployer allowed (datasets): a Lance dataset's keys (data files, deletion files, manifests, indexes) are known only at run time, so every object under the prefix; never a whole bucket or a wildcard action",
+    );
   }
 
   /** Adds {@link viewStatements} to the grantee's policy. */
   grantViews(grantee: IGrantable): void {
-    for (const statement of this.viewStatements())
-      grantee.grantPrincipal.addToPrincipalPolicy(statement);
+    this.#grant(
+      grantee,
+      this.viewStatements(),
+      `Segment views are created at run time, named by content, under ${this.viewPrefix}/ of each dataset bucket, a prefix no dataset prefix overlaps: segment-search reads and writes (no delete) only there`,
+    );
   }
 
   /** Adds {@link collectStatements} to the grantee's policy. */
   grantCollect(grantee: IGrantable): void {
-    for (const statement of this.collectStatements())
-      grantee.grantPrincipal.addToPrincipalPolicy(statement);
+    this.#grant(
+      grantee,
+      this.collectStatements(),
+      `gc deletes views no query can use, named at run time, only under ${this.viewPrefix}/ of each dataset bucket (no dataset prefix overlaps it): the stack's one delete grant`,
+    );
+  }
+
+  /**
+   * Adds the statements to the grantee's policy and acknowledges, on its role, cdk-nag's
+   * AwsSolutions-IAM5 finding of each object wildcard they hold, one finding at a time: a
+   * wildcard granted elsewhere, or to another role, is still reported.
+   */
+  #grant(grantee: IGrantable, statements: readonly PolicyStatement[], reason: string): void {
+    const principal = grantee.grantPrincipal;
+    for (const statement of statements) {
+      principal.addToPrincipalPolicy(statement);
+      if (!Construct.isConstruct(principal)) continue;
+      for (const resource of statement.resources) {
+        if (!resource.endsWith("*")) continue;
+        Validations.of(principal).acknowledge({
+          id: `AwsSolutions-IAM5[Resource::${this.#findingName(resource)}]`,
+          reason,
+        });
+      }
+    }
+  }
+
+  /** An ARN as cdk-nag names it: a token such as the partition becomes `<AWS::Partition>`. */
+  #findingName(arn: string): string {
+    if (!Token.isUnresolved(arn)) return arn;
+    const flat = (node: unknown): string => {
+      if (typeof node === "string") return node;
+      const join = (node as { "Fn::Join"?: [string, unknown[]] })["Fn::Join"];
+      if (join) return join[1].map(flat).join(join[0]);
+      return `<${(node as { Ref: string }).Ref}>`;
+    };
+    return flat(this.#stack.resolve(arn));
   }
 
   #sid(kind: string, bucket: string): string {

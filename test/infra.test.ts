@@ -14,13 +14,15 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { App, Duration, Stack } from "aws-cdk-lib";
+import { App, Duration, Stack, Validations } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import { type Rule, Schedule } from "aws-cdk-lib/aws-events";
-import type { CfnRole } from "aws-cdk-lib/aws-iam";
+import { type CfnRole, PolicyStatement } from "aws-cdk-lib/aws-iam";
 import { Architecture, Runtime } from "aws-cdk-lib/aws-lambda";
 import type { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import type { Queue } from "aws-cdk-lib/aws-sqs";
+import { AwsSolutionsChecks } from "cdk-nag";
+import type { IConstruct } from "constructs";
 import { afterAll, describe, expect, test } from "vitest";
 import { prepareRequests } from "../functions/common/events.js";
 import { fanoutBundling } from "../infra/bundling.js";
@@ -965,6 +967,105 @@ describe("concurrency and deadlines", () => {
       expect(() => synth(props)).toThrow(message);
     },
   );
+});
+
+describe("cdk-nag (AwsSolutions)", () => {
+  /** Every finding the pack does not see acknowledged, as `rule at construct path`. */
+  function findings(stack: Stack): string[] {
+    const report = new AwsSolutionsChecks(undefined, { verbose: true }).validateScope(stack);
+    return report.violations.flatMap((v) =>
+      v.violatingResources.map((r) => `${v.ruleName} at ${r.constructPath}`),
+    );
+  }
+
+  /** Each acknowledgment in the stack: the rule (with its finding), the reason, where. */
+  function acknowledgments(stack: Stack) {
+    return stack.node.findAll().flatMap((c: IConstruct) =>
+      c.node.metadata
+        .filter((m) => m.type === Validations.ACKNOWLEDGED_RULES_METADATA_KEY)
+        .flatMap((m) =>
+          Object.entries(m.data as Record<string, string>).map(([id, reason]) => ({
+            id: id.replace(/^annotation::/i, ""),
+            reason,
+            path: c.node.path,
+          })),
+        ),
+    );
+  }
+
+  const everything: LanceFanoutStackProps = {
+    prepareOnCommit: true,
+    prepareSchedule: Schedule.rate(Duration.minutes(15)),
+    prepareDatasets: ["s3://acme-vectors/datasets/items.lance"],
+    kmsKeyArns: [KMS_KEY],
+    viewPrefix: "views",
+    auth: { type: "jwt", issuer: "https://idp.example.com", audience: ["client"] },
+    runtime: Runtime.NODEJS_22_X,
+    architecture: Architecture.X86_64,
+  };
+
+  test.each([
+    ["the defaults", {}],
+    ["every option", everything],
+  ] as [string, LanceFanoutStackProps][])("finds nothing unacknowledged in %s", (_, props) => {
+    expect(findings(synth(props).stack)).toEqual([]);
+  });
+
+  test("acknowledges only object wildcards under an allowed prefix, per role, and the dead-letter queue's own DLQ, each with a reason", () => {
+    const { stack } = synth({ prepareOnCommit: true });
+    const found = acknowledgments(stack);
+    const objects = DATASETS.flatMap((d) => {
+      const { bucket, prefix } = parseDatasetPrefix(d);
+      return [`${bucket}/${prefix}*`, `${bucket}/lance-fanout-views/*`];
+    });
+    for (const { id, reason, path } of found) {
+      expect(reason.length, id).toBeGreaterThan(60);
+      if (id.startsWith("AwsSolutions-IAM5")) {
+        const [, arn] = /^AwsSolutions-IAM5\[Resource::arn:aws:s3:::(.+)\]$/.exec(id) ?? [];
+        expect(objects, id).toContain(arn);
+        expect(path, id).toMatch(/^Test\/Functions\/(Planner|SegmentSearch|Merge|Gc)Role$/);
+      } else {
+        expect({ id, path }).toEqual({
+          id: "AwsSolutions-SQS3",
+          path: "Test/ViewUpkeep/DeadLetters",
+        });
+      }
+    }
+    // Reads on every role, views written by segment-search and deleted by gc only.
+    const views = (bucket: string) =>
+      `AwsSolutions-IAM5[Resource::arn:aws:s3:::${bucket}/lance-fanout-views/*]`;
+    const on = (role: string) =>
+      found
+        .filter((a) => a.path === `Test/Functions/${role}Role`)
+        .map((a) => a.id)
+        .sort();
+    const reads = ["acme-vectors/datasets/*", "acme-vectors/more/*", "other-bucket/lance/*"].map(
+      (o) => `AwsSolutions-IAM5[Resource::arn:aws:s3:::${o}]`,
+    );
+    expect(on("Planner")).toEqual(reads);
+    expect(on("Merge")).toEqual(reads);
+    expect(on("SegmentSearch")).toEqual(
+      [...reads, views("acme-vectors"), views("other-bucket")].sort(),
+    );
+    expect(on("Gc")).toEqual([...reads, views("acme-vectors"), views("other-bucket")].sort());
+  });
+
+  test("a wildcard nobody acknowledged is still found, also one acknowledged on another role", () => {
+    const { stack } = synth();
+    stack.functions.planner.addToRolePolicy(
+      new PolicyStatement({
+        actions: ["s3:GetObject"],
+        resources: [
+          "arn:aws:s3:::acme-vectors/*",
+          "arn:aws:s3:::acme-vectors/lance-fanout-views/*",
+        ],
+      }),
+    );
+    expect(findings(stack)).toEqual([
+      "AwsSolutions-IAM5[Resource::arn:aws:s3:::acme-vectors/*] at Test/Functions/PlannerRole/DefaultPolicy/Resource",
+      "AwsSolutions-IAM5[Resource::arn:aws:s3:::acme-vectors/lance-fanout-views/*] at Test/Functions/PlannerRole/DefaultPolicy/Resource",
+    ]);
+  });
 });
 
 describe("validation", () => {
