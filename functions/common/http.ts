@@ -60,8 +60,8 @@ export function parseHttpBody(event: HttpEvent): unknown {
   return body;
 }
 
-/** The longest deadline an HTTP search may ask for: API Gateway gives up after 30 s. */
-export const HTTP_MAX_TIMEOUT_MS = 29_000;
+/** The longest deadline an HTTP search may ask for: API Gateway gives up after 30 s, and the planner (29 s) must still answer TIMEOUT before its own timeout. */
+export const HTTP_MAX_TIMEOUT_MS = 28_000;
 
 /**
  * `result`, if its JSON (what Lambda sends back) fits a synchronous invocation's 6 MB response.
