@@ -47,14 +47,19 @@ describe("Lance's rule: optimize() merges every segment when a partition leaves 
   // The bounds were measured to the row once (2,048 kept, 2,047 joined; 32,768 kept, 32,769
   // split), but near them the outcome varies between runs (k-means), so the tests keep a wide
   // margin on the side that merges: the rule, not the exact row, is what builders rely on.
-  test("a partition that stays over 2,048 rows gets a new segment", async () => {
+  // On these two-partition tables Lance also merges now and then far from both bounds (1 test
+  // run in 14 under vitest, 0 of 80 optimize() calls in a plain script), so a test gets two more
+  // tries: a rule that no longer held would fail all three.
+  test("a partition that stays over 2,048 rows gets a new segment", { retry: 2 }, async () => {
     // Below the bound Lance joins the partition most of the time, not always (measured: a
     // 1,100-row partition was kept in 1 of 8 runs), so only this side is asserted.
     const kept = await twoClusters(1_000, 5_000);
     expect(await addSegment(kept.table, kept.near(JOIN_BELOW - 1_000 + 300))).toBe(2);
   });
 
-  test("a partition under 32,768 rows gets a new segment; one over it is split, merging all", async () => {
+  test("a partition under 32,768 rows gets a new segment; one over it is split, merging all", {
+    retry: 2,
+  }, async () => {
     const { table, near, far } = await twoClusters(30_000, 5_000);
     expect(await addSegment(table, far(100))).toBe(2);
     expect(await addSegment(table, near(SPLIT_ABOVE - 30_000 - 300))).toBe(3);
