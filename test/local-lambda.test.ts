@@ -14,6 +14,7 @@ import {
   TooManyRequestsException,
 } from "@aws-sdk/client-lambda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { bundleFunctions } from "../local/bundle.js";
 import { type HttpApi, startHttpApi } from "../local/http-api.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
 
@@ -231,6 +232,47 @@ describe("local Lambda service", () => {
       own.destroy();
       await service.stop();
     }
+  });
+
+  it("runs a function's workers with its command: another program and its arguments", async () => {
+    // `env` stands for another Node (an arm64 one under qemu): it starts this Node with a
+    // variable the service does not set, and the arguments after it reach that Node.
+    const { worker } = await bundleFunctions();
+    const service = await startLocalLambda({
+      workerEntry: worker,
+      functions: [
+        {
+          name: "via",
+          module: join(HANDLERS, "via.mjs"),
+          command: ["env", "FANOUT_VIA=env", process.execPath, "--no-warnings"],
+        },
+        { name: "plain", module: join(HANDLERS, "via.mjs") },
+      ],
+    });
+    const own = lambdaClient(service.endpoint);
+    try {
+      const invoke = async (name: string) => {
+        const out = await own.send(new InvokeCommand({ FunctionName: name }));
+        return JSON.parse(Buffer.from(out.Payload ?? new Uint8Array()).toString("utf8"));
+      };
+      expect(await invoke("via")).toEqual({ via: "env", execArgv: ["--no-warnings"] });
+      expect(await invoke("plain")).toEqual({ via: null, execArgv: [] });
+    } finally {
+      own.destroy();
+      await service.stop();
+    }
+  });
+
+  it("refuses an empty command, and a command with a TypeScript worker entry or module", async () => {
+    const { worker } = await bundleFunctions();
+    const start = (workerEntry: string, module: string, command: string[]) =>
+      startLocalLambda({ workerEntry, functions: [{ name: "f", module, command }] });
+    const js = join(HANDLERS, "via.mjs");
+    await expect(start(worker, js, [])).rejects.toThrow(/command must name a program/);
+    await expect(start(worker, handler("echo"), ["node"])).rejects.toThrow(/JavaScript only/);
+    await expect(
+      start(fileURLToPath(new URL("../local/worker.ts", import.meta.url)), js, ["node"]),
+    ).rejects.toThrow(/JavaScript only/);
   });
 });
 

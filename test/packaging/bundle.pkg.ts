@@ -4,8 +4,12 @@
  * - each asset holds the lancedb binary of its function's architecture (ELF machine) and no
  *   other platform's build or unused optional dependency, and is under 200 MB unzipped;
  * - the bundles of this machine's architecture, run behind the local Lambda service with the
- *   environment the template gives them, answer a search on a real dataset in the local S3;
- * - every S3 request they made is allowed by the IAM statements the template gives their role.
+ *   environment the template gives them, answer searches on a real dataset in the local S3 as
+ *   native lancedb does;
+ * - every S3 request they made is allowed by the IAM statements the template gives their role;
+ * - the arm64 bundles, what a default deploy runs, do the same on an arm64 Node of the functions'
+ *   runtime, emulated by qemu on other machines (`./arm64-node.ts`).
+ * The test output gives load and search times.
  *
  * Run with `npx vitest run --config test/packaging/vitest.config.ts`.
  */
@@ -18,10 +22,12 @@ import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { directorySize, elfMachine } from "../../infra/prune-asset.js";
+import { bundleFunctions } from "../../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../../local/lambda.js";
 import { freePort } from "../../local/net.js";
 import { type LocalS3, startLocalS3 } from "../../local/s3.js";
-import { type Dataset, makeDataset, queries } from "../support/fixtures.js";
+import { type Dataset, makeDataset, nativeSearch, queries } from "../support/fixtures.js";
+import { arm64NodeCommand } from "./arm64-node.js";
 import {
   type IamStatement,
   isAllowed,
@@ -245,92 +251,149 @@ describe.each(ARCHITECTURES)("$context assets", (architecture) => {
   );
 });
 
-describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
-  let s3: LocalS3;
-  let lambda: LocalLambda;
-  let client: LambdaClient;
-  let dataset: Dataset;
+/** The synthesized functions behind a local Lambda service, with a local S3 and a dataset in it. */
+interface Deployed {
+  readonly s3: LocalS3;
+  /** The local S3's directory. */
+  readonly s3Dir: string;
+  readonly lambda: LocalLambda;
+  readonly dataset: Dataset;
+  /** Each function's S3 proxy, enforcing its role's statements. */
+  readonly proxies: ReadonlyMap<FunctionId, RecordingProxy>;
+  readonly functions: Record<FunctionId, SynthFunction>;
+  invoke(id: FunctionId, payload: unknown): Promise<unknown>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs the functions of `synth` as the template configures them, on a fresh local S3 holding a
+ * multi-segment dataset.
+ */
+async function deploy(
+  synth: Synth,
+  options: {
+    /** Runs the workers instead of this Node (see `LocalFunction.command`). */
+    readonly command?: readonly string[];
+    readonly workerEntry?: string;
+    readonly timeoutMs: number;
+  },
+): Promise<Deployed> {
+  const { functions } = synth;
+  const s3Dir = await mkdtemp(join(tmpdir(), "fanout-pkg-s3-"));
+  outdirs.push(s3Dir);
+  const s3 = await startLocalS3({ directory: s3Dir, buckets: [BUCKET] });
+  const dataset = await makeDataset({
+    db: { uri: `s3://${BUCKET}/datasets/db`, storageOptions: s3.storageOptions() },
+    initialRows: 1000,
+    rounds: [800, 800],
+    numPartitions: 2,
+  });
+  // Each function reaches S3 through a proxy that enforces its role's statements.
   const proxies = new Map<FunctionId, RecordingProxy>();
-  let functions: Record<FunctionId, SynthFunction>;
+  for (const id of FUNCTIONS) {
+    proxies.set(id, await startS3AuthProxy(s3.endpoint, functions[id].statements));
+  }
+  const lambdaPort = await freePort();
+  // The template's Refs to other functions become their local names (the logical ids).
+  const resolveEnv = (env: Record<string, unknown>) =>
+    Object.fromEntries(
+      Object.entries(env).map(([k, v]) => [
+        k,
+        typeof v === "string" ? v : (v as { Ref: string }).Ref,
+      ]),
+    );
+  const lambda = await startLocalLambda({
+    port: lambdaPort,
+    env: {
+      AWS_REGION: "us-east-1",
+      AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
+      AWS_ENDPOINT_URL_LAMBDA: `http://127.0.0.1:${lambdaPort}`,
+      AWS_ALLOW_HTTP: "true",
+      LANCE_FANOUT_LOG: "off",
+    },
+    ...(options.workerEntry ? { workerEntry: options.workerEntry } : {}),
+    functions: FUNCTIONS.map((id) => {
+      const fn = functions[id];
+      const proxy = proxies.get(id)?.endpoint ?? "";
+      return {
+        name: fn.logicalId,
+        module: join(fn.assetDir, "index.mjs"),
+        concurrency: 4,
+        timeoutMs: options.timeoutMs,
+        ...(options.command ? { command: options.command } : {}),
+        env: {
+          ...resolveEnv(fn.environment),
+          AWS_ENDPOINT_URL: proxy,
+          AWS_ENDPOINT_URL_S3: proxy,
+        },
+      };
+    }),
+  });
+  const client = new LambdaClient({
+    endpoint: lambda.endpoint,
+    region: "us-east-1",
+    credentials: { accessKeyId: "local", secretAccessKey: "local" },
+    maxAttempts: 1,
+  });
+  return {
+    s3,
+    s3Dir,
+    lambda,
+    dataset,
+    proxies,
+    functions,
+    async invoke(id, payload) {
+      const out = await client.send(
+        new InvokeCommand({
+          FunctionName: functions[id].logicalId,
+          Payload: JSON.stringify(payload),
+        }),
+      );
+      const text = Buffer.from(out.Payload ?? new Uint8Array()).toString("utf8");
+      if (out.FunctionError) throw new Error(`${id} failed: ${text}`);
+      return JSON.parse(text);
+    },
+    async stop() {
+      client.destroy();
+      await lambda.stop();
+      for (const proxy of proxies.values()) await proxy.stop();
+      await s3.stop();
+    },
+  };
+}
+
+describe.skipIf(!HOST)("the bundles of this machine's architecture", () => {
+  let deployed: Deployed;
+  let s3: LocalS3;
   let s3Dir: string;
+  let dataset: Dataset;
+  let proxies: ReadonlyMap<FunctionId, RecordingProxy>;
+  let functions: Record<FunctionId, SynthFunction>;
+  let invoke: Deployed["invoke"];
+  const invokePlanner = (payload: unknown) => invoke("Planner", payload);
 
   beforeAll(async () => {
-    functions = synthOf(HOST as Architecture).functions;
-    s3Dir = await mkdtemp(join(tmpdir(), "fanout-pkg-s3-"));
-    outdirs.push(s3Dir);
-    s3 = await startLocalS3({ directory: s3Dir, buckets: [BUCKET] });
-    dataset = await makeDataset({
-      db: { uri: `s3://${BUCKET}/datasets/db`, storageOptions: s3.storageOptions() },
-      initialRows: 1000,
-      rounds: [800, 800],
-      numPartitions: 2,
-    });
-    // Each function reaches S3 through a proxy that enforces its role's statements.
-    for (const id of FUNCTIONS) {
-      proxies.set(id, await startS3AuthProxy(s3.endpoint, functions[id].statements));
-    }
-    const lambdaPort = await freePort();
-    // The template's Refs to other functions become their local names (the logical ids).
-    const resolveEnv = (env: Record<string, unknown>) =>
-      Object.fromEntries(
-        Object.entries(env).map(([k, v]) => [
-          k,
-          typeof v === "string" ? v : (v as { Ref: string }).Ref,
-        ]),
-      );
-    lambda = await startLocalLambda({
-      port: lambdaPort,
-      env: {
-        AWS_REGION: "us-east-1",
-        AWS_ACCESS_KEY_ID: s3.credentials.accessKeyId,
-        AWS_SECRET_ACCESS_KEY: s3.credentials.secretAccessKey,
-        AWS_ENDPOINT_URL_LAMBDA: `http://127.0.0.1:${lambdaPort}`,
-        AWS_ALLOW_HTTP: "true",
-        LANCE_FANOUT_LOG: "off",
-      },
-      functions: FUNCTIONS.map((id) => {
-        const fn = functions[id];
-        const proxy = proxies.get(id)?.endpoint ?? "";
-        return {
-          name: fn.logicalId,
-          module: join(fn.assetDir, "index.mjs"),
-          concurrency: 4,
-          timeoutMs: 60_000,
-          env: {
-            ...resolveEnv(fn.environment),
-            AWS_ENDPOINT_URL: proxy,
-            AWS_ENDPOINT_URL_S3: proxy,
-          },
-        };
-      }),
-    });
-    client = new LambdaClient({
-      endpoint: lambda.endpoint,
-      region: "us-east-1",
-      credentials: { accessKeyId: "local", secretAccessKey: "local" },
-      maxAttempts: 1,
-    });
+    deployed = await deploy(synthOf(HOST as Architecture), { timeoutMs: 60_000 });
+    ({ s3, s3Dir, dataset, proxies, functions, invoke } = deployed);
   });
 
   afterAll(async () => {
-    client?.destroy();
-    await lambda?.stop();
-    for (const proxy of proxies.values()) await proxy.stop();
-    await s3?.stop();
+    await deployed?.stop();
   });
 
-  async function invoke(id: FunctionId, payload: unknown): Promise<unknown> {
-    const out = await client.send(
-      new InvokeCommand({
-        FunctionName: functions[id].logicalId,
-        Payload: JSON.stringify(payload),
-      }),
+  test("lancedb loads in this Node", () => {
+    const loaded = loadLancedb([process.execPath], functions.SegmentSearch.assetDir);
+    expect(loaded.arch).toBe(process.arch);
+    process.stderr.write(
+      `${process.arch} Node ${loaded.version}: require("@lancedb/lancedb") ${loaded.ms.toFixed(0)} ms\n`,
     );
-    const text = Buffer.from(out.Payload ?? new Uint8Array()).toString("utf8");
-    if (out.FunctionError) throw new Error(`${id} failed: ${text}`);
-    return JSON.parse(text);
-  }
-  const invokePlanner = (payload: unknown) => invoke("Planner", payload);
+  });
+
+  test("the bundles answer a multi-segment search as native lancedb", async () => {
+    const figures = await searchAsNative(deployed, 50_000);
+    process.stderr.write(`${process.arch} bundles: ${figures}\n`);
+  });
 
   test("the planner bundle answers a search, fanning out to the segment-search and merge bundles", async () => {
     // `select` makes the merge bundle read the winners' rows from the dataset too.
@@ -546,6 +609,120 @@ function isLostCommitCleanup(id: FunctionId, access: S3Access): boolean {
     )
   );
 }
+
+/** How long `require("@lancedb/lancedb")` of a function asset takes in a fresh process of `node`. */
+function loadLancedb(
+  node: readonly string[],
+  assetDir: string,
+): { arch: string; version: string; ms: number } {
+  const lancedb = join(assetDir, "node_modules", "@lancedb", "lancedb");
+  const script = `const t = performance.now(); require(${JSON.stringify(lancedb)}); console.log(JSON.stringify({ arch: process.arch, version: process.version, ms: performance.now() - t }));`;
+  const [program = "", ...args] = node;
+  const run = spawnSync(program, [...args, "-e", script], { encoding: "utf8" });
+  expect(run.status, run.stderr).toBe(0);
+  return JSON.parse(run.stdout);
+}
+
+/**
+ * A search through the deployed planner into several segment-search tasks and a merge (`select`
+ * and a `refineFactor` across tasks need it), answered as native lancedb answers it; first with
+ * every segment-search and merge worker starting, then warm.
+ * @returns how long each step took, for the test output
+ */
+async function searchAsNative(deployed: Deployed, timeoutMs: number): Promise<string> {
+  const { dataset, lambda, functions } = deployed;
+  const k = 5;
+  const search = { nprobes: 2, refineFactor: 4, select: ["id"] };
+  const query = queries(3, 11);
+  const request = {
+    dataset: dataset.uri,
+    query,
+    k,
+    strategy: "segments",
+    ...search,
+    timeoutMs,
+  };
+  type Response = {
+    error?: unknown;
+    plan: { tasks: number; groups: { segments: string[]; searchedSegments: number }[] };
+    results: { _query_id: number; _rowid: string; _distance: number; id: number }[];
+  };
+  const timed = async (payload: object) => {
+    const started = performance.now();
+    const response = (await deployed.invoke("Planner", payload)) as Response;
+    expect(response.error).toBeUndefined();
+    return { response, seconds: `${((performance.now() - started) / 1000).toFixed(1)} s` };
+  };
+  // The planner's cold start alone: an explained plan searches nothing.
+  const planner = await timed({ ...request, explain: true });
+  const cold = await timed(request);
+  const warm = await timed(request);
+  expect(dataset.segments).toBeGreaterThan(1);
+  expect(cold.response.plan.tasks).toBe(dataset.segments);
+  for (const group of cold.response.plan.groups) {
+    expect(group.searchedSegments).toBe(group.segments.length);
+  }
+  for (const [i, q] of query.entries()) {
+    const native = await nativeSearch(dataset, q, k, search);
+    const rows = cold.response.results.filter((r) => r._query_id === i);
+    expect(rows.map((r) => [r._rowid, r.id])).toEqual(native.map((h) => [h.rowid, h.columns?.id]));
+    expect(rows.map((r) => r._distance)).toEqual(native.map((h) => expect.closeTo(h.distance, 5)));
+  }
+  expect(warm.response.results).toEqual(cold.response.results);
+  const stats = lambda.stats();
+  expect(stats[functions.SegmentSearch.logicalId]?.invocations).toBe(2 * dataset.segments);
+  expect(stats[functions.Merge.logicalId]?.invocations).toBe(2);
+  return (
+    `planner cold start (explain) ${planner.seconds}; search of ${query.length} queries in ` +
+    `${dataset.segments} tasks + merge ${cold.seconds} with those workers starting, ${warm.seconds} warm`
+  );
+}
+
+/** Emulated, the arm64 Node runs an order of magnitude slower than this machine's. */
+const EMULATED_TIMEOUT_MS = 300_000;
+
+describe("the arm64 bundles (the default deployment) on an arm64 Node 24", () => {
+  const arm64 = ARCHITECTURES.find((a) => a.arch === "arm64") as Architecture;
+  const emulated = process.arch === "arm64" ? "" : " under qemu";
+  let command: string[];
+  let deployed: Deployed;
+
+  beforeAll(async () => {
+    command = arm64NodeCommand();
+    deployed = await deploy(synthOf(arm64), {
+      command,
+      // Plain JavaScript: the TypeScript loader (tsx, over esbuild) is native to this machine.
+      workerEntry: (await bundleFunctions()).worker,
+      timeoutMs: EMULATED_TIMEOUT_MS,
+    });
+  });
+
+  afterAll(async () => {
+    await deployed?.stop();
+  });
+
+  test("is the Node of the functions' runtime, and loads their lancedb binary", () => {
+    const { assetDir, properties } = synthOf(arm64).functions.SegmentSearch;
+    const loaded = loadLancedb(command, assetDir);
+    const major = /^nodejs(\d+)\.x$/.exec(String(properties.Runtime))?.[1];
+    expect(loaded).toMatchObject({
+      arch: "arm64",
+      version: expect.stringMatching(`^v${major}\\.`),
+    });
+    process.stderr.write(
+      `arm64 Node ${loaded.version}${emulated}: require("@lancedb/lancedb") ${loaded.ms.toFixed(0)} ms\n`,
+    );
+  });
+
+  test(
+    "the planner, segment-search and merge bundles answer a multi-segment search as native lancedb",
+    async () => {
+      const figures = await searchAsNative(deployed, EMULATED_TIMEOUT_MS - 60_000);
+      process.stderr.write(`arm64 bundles${emulated}: ${figures}\n`);
+    },
+    2 * EMULATED_TIMEOUT_MS,
+  );
+});
 
 function hasCommand(command: string): boolean {
   return spawnSync(command, ["--version"], { stdio: "ignore" }).error === undefined;

@@ -144,6 +144,8 @@ export function queries(count: number, seed = 99): number[][] {
 export interface NativeHit {
   readonly rowid: string;
   readonly distance: number;
+  /** With `select` only: those columns of the row, by name. */
+  readonly columns?: Readonly<Record<string, unknown>>;
 }
 
 /** Native lancedb top-k for one query on the dataset at `version`. */
@@ -157,6 +159,7 @@ export async function nativeSearch(
     refineFactor?: number;
     filter?: string;
     exact?: boolean;
+    select?: readonly string[];
   } = {},
 ): Promise<NativeHit[]> {
   const db = await lancedb.connect(dataset.dir, { storageOptions: dataset.storageOptions });
@@ -168,8 +171,13 @@ export async function nativeSearch(
     if (options.refineFactor) q = q.refineFactor(options.refineFactor);
     if (options.filter) q = q.where(options.filter);
     if (options.exact) q = q.bypassVectorIndex();
-    const rows = await q.select(["_distance"]).toArray();
-    return rows.map((r) => ({ rowid: String(r._rowid), distance: Number(r._distance) }));
+    const { select } = options;
+    const rows = await q.select(["_distance", ...(select ?? [])]).toArray();
+    return rows.map((r) => ({
+      rowid: String(r._rowid),
+      distance: Number(r._distance),
+      ...(select ? { columns: Object.fromEntries(select.map((name) => [name, r[name]])) } : {}),
+    }));
   } finally {
     table.close();
   }
