@@ -14,6 +14,7 @@ import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
 import { fanoutBundling } from "./bundling.js";
 import type { DatasetAccess } from "./dataset-access.js";
+import { FUNCTION_DEFAULTS } from "./function-defaults.js";
 
 /** The repository root: handlers, package.json and package-lock.json live here. */
 export const PROJECT_ROOT = resolve(fileURLToPath(import.meta.url), "../..");
@@ -62,10 +63,14 @@ export interface FanoutFunctionsProps {
 }
 
 const DEFAULTS = {
-  planner: { memorySize: 1024, timeout: Duration.seconds(29) },
-  segmentSearch: { memorySize: 2048, timeout: Duration.seconds(30) },
-  merge: { memorySize: 1024, timeout: Duration.seconds(30) },
+  planner: sizeOf(FUNCTION_DEFAULTS.planner),
+  segmentSearch: sizeOf(FUNCTION_DEFAULTS.segmentSearch),
+  merge: sizeOf(FUNCTION_DEFAULTS.merge),
 } as const;
+
+function sizeOf(defaults: { readonly memorySize: number; readonly timeoutSeconds: number }) {
+  return { memorySize: defaults.memorySize, timeout: Duration.seconds(defaults.timeoutSeconds) };
+}
 
 /** The three lance-fanout functions. */
 export class FanoutFunctions extends Construct {
