@@ -121,6 +121,28 @@ describe("the local stack", () => {
     expect(after.json.results).toEqual(expected.json.results);
   });
 
+  test("a task answers with its view's index loaded: a frozen worker does no work after answering", async () => {
+    // A dataset of its own: no worker has a view of it yet.
+    const fresh = await makeDataset({
+      db: { uri: `s3://${stack.bucket}/prewarm`, storageOptions: stack.s3.storageOptions() },
+      rounds: [3000, 2000],
+    });
+    const search = (nprobes: number) =>
+      httpSearch({ dataset: fresh.uri, query: q0, k: 10, nprobes, strategy: "single" });
+    // One partition probed: the search itself reads little of the index; the prewarm all of it.
+    expect((await search(1)).status).toBe(200);
+    const indexFiles = new RegExp(`^/${stack.bucket}/prewarm/items\\.lance/_indices/`);
+    stack.s3.injectFault({ keys: indexFiles, status: 500 });
+    try {
+      // Every partition, from memory: the same warm worker (the pool reuses the last one freed).
+      const all = await search(64);
+      expect(all.status).toBe(200);
+      expect(all.json.results).toHaveLength(10);
+    } finally {
+      stack.s3.injectFault(undefined);
+    }
+  });
+
   test("a one-task search without select pays two invokes: the planner merges it", async () => {
     const invocations = (fn: string) => stack.lambda.stats()[fn]?.invocations ?? 0;
     const before = [FUNCTIONS.segmentSearch, FUNCTIONS.merge].map(invocations);
