@@ -300,8 +300,8 @@ export class FunctionPool {
   }
 
   #spawn(): WorkerProcess {
-    const { entry, module, env, onWorkers } = this.#settings;
-    const worker = new WorkerProcess(entry, module, env);
+    const { entry, module, env, freeze, onWorkers } = this.#settings;
+    const worker = new WorkerProcess(entry, module, env, freeze);
     this.#live.add(worker);
     onWorkers();
     void worker.exited.then(() => {

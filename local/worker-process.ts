@@ -10,7 +10,6 @@ import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
 import type { Readable, Writable } from "node:stream";
-import { setTimeout as sleep } from "node:timers/promises";
 import { pathToFileURL } from "node:url";
 import {
   endOfOutput,
@@ -42,8 +41,9 @@ export class InvocationOutput {
 
   append(text: string): void {
     this.#text += text;
-    if (this.#text.length > 2 * KEPT_OUTPUT_CHARS)
+    if (this.#text.length > 2 * KEPT_OUTPUT_CHARS) {
       this.#text = this.#text.slice(-KEPT_OUTPUT_CHARS);
+    }
   }
 
   get text(): string {
@@ -64,7 +64,8 @@ export class WorkerProcess {
   readonly #spawnedAt = performance.now();
   #readyAt: number | undefined;
 
-  constructor(entry: string, module: string, env: Record<string, string>) {
+  /** `freezable`: the service will freeze it between invocations. */
+  constructor(entry: string, module: string, env: Record<string, string>, freezable: boolean) {
     const typescript = entry.endsWith(".ts") || module.endsWith(".ts");
     const child = fork(entry, [module], {
       env,
@@ -74,11 +75,11 @@ export class WorkerProcess {
       serialization: "advanced",
       // Piped, so each invocation's output can be told apart for its log.
       stdio: ["ignore", "pipe", "pipe", "ipc"],
-      // A session and process group of its own. The kernel hangs up a process group that loses
-      // its last tie to its session while it holds a stopped (frozen) process, as when the
-      // service was started with `(npm start &)` from a shell that then exits: in the service's
-      // own group, a frozen worker would take the service down with it.
-      detached: true,
+      // A frozen worker gets a session and process group of its own. The kernel hangs up a
+      // process group that loses its last tie to its session while it holds a stopped process,
+      // as when the service was started with `(npm start &)` from a shell that then exits: in
+      // the service's own group, a frozen worker would take the service down with it.
+      detached: freezable,
     });
     this.#child = child;
     this.#streams = [
@@ -143,7 +144,12 @@ export class WorkerProcess {
       // A failed send means the worker is exiting, which `exited` reports.
       this.#child.send(message, () => undefined);
     });
-    await Promise.race([ends, sleep(OUTPUT_GRACE_MS)]);
+    let grace: NodeJS.Timeout | undefined;
+    await Promise.race([
+      ends,
+      new Promise((resolve) => (grace = setTimeout(resolve, OUTPUT_GRACE_MS))),
+    ]);
+    clearTimeout(grace);
     for (const stream of this.#streams) stream.release();
     return reply;
   }
