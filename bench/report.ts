@@ -423,7 +423,10 @@ export async function writeReport(
     "`reads` and `stack-reads` (bench/s3-reads.ts) count the S3 requests and bytes of warm single",
     "queries through that proxy (no injected latency), native and `segments` G=n, with the",
     "dataset's `refineFactor` and without: in-process with the data on the local S3, and through",
-    "the stack.",
+    "the stack. The stack's workers have the deployed memory sizes and are frozen between",
+    "invocations as Lambda freezes idle environments (`--no-freeze` leaves them running; each run",
+    "records which in its options, `freeze`; runs without it predate both: workers left running,",
+    "lancedb's index cache 2 GiB instead of half the function's memory).",
     "",
   ];
   for (const run of runs) {

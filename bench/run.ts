@@ -67,6 +67,8 @@ export interface BenchOptions {
   latencyMs: number;
   bandwidthMBps: number;
   workers: number;
+  /** Whether the stack freezes idle workers between invocations (as Lambda does). @default true */
+  freeze?: boolean;
   recallThreshold?: number;
   recallSlack: number;
   out: string;
@@ -416,7 +418,12 @@ async function taskProfile(ctx: DatasetContext, runtime: Runtime): Promise<void>
 async function stackPhases(ctx: DatasetContext): Promise<void> {
   const { options, info } = ctx;
   const dataDir = join(CACHE_DIR, "s3");
-  const stackOptions = { dataDir, workers: options.workers, workerEnv: threadEnv() };
+  const stackOptions = {
+    dataDir,
+    workers: options.workers,
+    workerEnv: threadEnv(),
+    freeze: options.freeze ?? true,
+  };
   // Warm, no injected latency: the overhead of the real invoke path.
   if (options.paths.includes("stack")) {
     const stack = await startBenchStack({
@@ -476,7 +483,12 @@ async function emitResources(
  */
 async function coldPhase(
   ctx: DatasetContext,
-  stackOptions: { dataDir: string; workers: number; workerEnv: Record<string, string> },
+  stackOptions: {
+    dataDir: string;
+    workers: number;
+    workerEnv: Record<string, string>;
+    freeze: boolean;
+  },
 ): Promise<void> {
   const { options, info } = ctx;
   const stack = await startBenchStack({
@@ -664,6 +676,7 @@ export function cli(argv: string[] = process.argv): Command {
       90,
     )
     .option("--workers <n>", "segment-search worker processes in the stack", Number, 16)
+    .option("--no-freeze", "leave the stack's idle workers running (Lambda freezes them)")
     .option("--lance-cpu-threads <n>", "LANCE_CPU_THREADS for every process")
     .option("--lance-io-threads <n>", "LANCE_IO_THREADS for every process")
     .option("--tokio-threads <n>", "TOKIO_WORKER_THREADS for every process")
@@ -734,6 +747,7 @@ async function main(): Promise<void> {
     latencyMs: o.latencyMs,
     bandwidthMBps: o.bandwidthMbps,
     workers: smoke ? Math.min(o.workers, 4) : o.workers,
+    freeze: o.freeze,
     recallThreshold: o.recallThreshold,
     recallSlack: o.recallSlack,
     out:

@@ -111,6 +111,7 @@ export async function measureS3Reads(ctx: DatasetContext): Promise<void> {
       workers: ctx.options.workers,
       workerEnv: threadEnv(),
       prewarm: "eager",
+      freeze: ctx.options.freeze ?? true,
       onRequest: counter.onRequest,
     });
     const snapshot = () => counter.snapshot(stack.proxy.stats().bytes);

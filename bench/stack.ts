@@ -11,6 +11,7 @@ import { join, relative } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { lambdaInvoker, lambdaProfile } from "../functions/common/lambda-invoker.js";
+import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
 import { bundleFunctions, type FunctionBundles } from "../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
 import { freePort } from "../local/net.js";
@@ -51,6 +52,8 @@ export interface BenchStackOptions {
   readonly workerEnv: Readonly<Record<string, string>>;
   /** LANCE_FANOUT_PREWARM of the workers; native prewarms its index unless "off". */
   readonly prewarm: PrewarmMode;
+  /** Freeze idle workers between invocations, as Lambda does. @default true */
+  readonly freeze?: boolean;
   /** Sees every S3 request through the proxy (GET profiles). */
   readonly onRequest?: S3ProxyOptions["onRequest"];
 }
@@ -134,7 +137,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   // tasks run one at a time, each loading a view's index in every worker: no query deadline.
   const planner = createRuntime(loadConfig({ ...env, LANCE_FANOUT_TIMEOUT_MS: "3600000" }));
   const bundles = await bundleFunctions();
-  let lambda = await launch(bundles, lambdaPort, env, options.workers);
+  const launched = () => launch(bundles, lambdaPort, env, options.workers, options.freeze ?? true);
+  let lambda = await launched();
   let retired: ProcessResources[] = [];
   const resources = () =>
     Object.values(FUNCTIONS).flatMap((name) =>
@@ -153,7 +157,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       retired = [...retired, ...resources()];
       await lambda.stop();
       if (prewarm) env = { ...env, LANCE_FANOUT_PREWARM: prewarm };
-      lambda = await launch(bundles, lambdaPort, env, options.workers);
+      lambda = await launched();
       await prewarmProcesses(lambdaEndpoint, options.workers);
     },
     warmEveryWorker: (request) => warmEveryWorker(planner, env, options.workers, request),
@@ -165,26 +169,35 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   };
 }
 
+/** The functions with their deployed memory sizes (infra/function-defaults.ts). */
 function launch(
   bundles: FunctionBundles,
   port: number,
   env: Record<string, string>,
   workers: number,
+  freeze: boolean,
 ): Promise<LocalLambda> {
-  const fn = (name: string, module: string, concurrency: number) => ({
+  const fn = (name: string, module: string, concurrency: number, memorySize: number) => ({
     name,
     module,
     concurrency,
+    memorySize,
     timeoutMs: WORKER_TIMEOUT_MS,
   });
   return startLocalLambda({
     port,
     workerEntry: bundles.worker,
     env,
+    freeze,
     functions: [
-      fn(FUNCTIONS.planner, bundles.planner, 8),
-      fn(FUNCTIONS.segmentSearch, bundles.segmentSearch, workers),
-      fn(FUNCTIONS.merge, bundles.merge, 4),
+      fn(FUNCTIONS.planner, bundles.planner, 8, FUNCTION_DEFAULTS.planner.memorySize),
+      fn(
+        FUNCTIONS.segmentSearch,
+        bundles.segmentSearch,
+        workers,
+        FUNCTION_DEFAULTS.segmentSearch.memorySize,
+      ),
+      fn(FUNCTIONS.merge, bundles.merge, 4, FUNCTION_DEFAULTS.merge.memorySize),
     ],
   });
 }

@@ -17,6 +17,7 @@ import { COVERAGE_MODES, type Coverage, LIMITS } from "../shared/request.js";
 import { fanoutBundling } from "./bundling.js";
 import { type Reservations, reserveConcurrency } from "./concurrency.js";
 import type { DatasetAccess } from "./dataset-access.js";
+import { FUNCTION_DEFAULTS } from "./function-defaults.js";
 import { DEFAULT_THROTTLE } from "./search-api.js";
 
 /** The repository root: handlers, package.json and package-lock.json live here. */
@@ -94,11 +95,15 @@ export interface FanoutFunctionsProps {
 }
 
 const DEFAULTS = {
-  planner: { memorySize: 1024, timeout: Duration.seconds(29) },
-  segmentSearch: { memorySize: 2048 },
-  merge: { memorySize: 1024 },
-  gc: { memorySize: 1024, timeout: Duration.minutes(5) },
+  planner: sizeOf(FUNCTION_DEFAULTS.planner),
+  segmentSearch: sizeOf(FUNCTION_DEFAULTS.segmentSearch),
+  merge: sizeOf(FUNCTION_DEFAULTS.merge),
+  gc: sizeOf(FUNCTION_DEFAULTS.gc),
 } as const;
+
+function sizeOf(defaults: { readonly memorySize: number; readonly timeoutSeconds: number }) {
+  return { memorySize: defaults.memorySize, timeout: Duration.seconds(defaults.timeoutSeconds) };
+}
 
 /** The four lance-fanout functions. */
 export class FanoutFunctions extends Construct {

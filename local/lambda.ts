@@ -1,29 +1,42 @@
 /**
- * The local Lambda service of the embedded stack and of the tests: the synchronous Invoke API of
- * AWS Lambda on 127.0.0.1, as `@aws-sdk/client-lambda`'s `InvokeCommand` speaks it, running each
+ * The local Lambda service of the embedded stack and of the tests: AWS Lambda's Invoke API on
+ * 127.0.0.1, as `@aws-sdk/client-lambda`'s `InvokeCommand` and the AWS CLI speak it, running each
  * function's handler in worker processes (`local/worker.ts`, forked under tsx).
  *
- * Each function has its own pool of up to `concurrency` workers. Like Lambda execution
- * environments, a worker serves one invocation at a time and stays warm between invocations;
- * when all are busy the invocation is throttled (429), not queued. A worker that dies or runs
- * past its timeout fails that invocation the way Lambda reports it and is replaced.
+ * It behaves like Lambda where the code under test could tell the difference
+ * (`local/function-pool.ts`): each worker serves one invocation at a time with the function's
+ * memory size (`AWS_LAMBDA_FUNCTION_MEMORY_SIZE`; over it, `Runtime.OutOfMemory`) and timeout,
+ * and is frozen between invocations. Where Lambda scales out, an invocation waits for a free
+ * worker instead. The API takes names, partial and full ARNs, the `$LATEST` qualifier, the
+ * `RequestResponse`, `Event` (202) and `DryRun` (204) invocation types and `LogType: Tail`
+ * (`X-Amz-Log-Result`).
  *
  * Status codes, `x-amzn-ErrorType` names and bodies copy Lambda's, so the SDK raises the same
- * errors as against AWS: `ResourceNotFoundException`, `TooManyRequestsException`, and for an
- * oversized request Lambda's `RequestEntityTooLargeException` (a name missing from the SDK's model,
- * so the SDK raises a generic `LambdaServiceException` with that name and status 413).
+ * errors as against AWS: `ResourceNotFoundException`, `TooManyRequestsException`,
+ * `InvalidRequestContentException`, `InvalidParameterValueException`, and Lambda's
+ * `RequestEntityTooLargeException` and `ValidationException` (names missing from the SDK's model,
+ * so the SDK raises a generic `LambdaServiceException` with that name).
  * @module
  */
-import { type ChildProcess, fork } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { createRequire } from "node:module";
 import { extname, isAbsolute } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+import {
+  FunctionPool,
+  type FunctionStats,
+  type InvokeResult,
+  MAX_PAYLOAD_BYTES,
+  type Outcome,
+} from "./function-pool.js";
+import { type InvokeRequest, RequestError, readInvokeRequest } from "./invoke-request.js";
 import { HOST, listenOnLoopback } from "./net.js";
-import type { InvokeMessage, InvokeReply, LambdaError, WorkerMessage } from "./worker.js";
+import { type Reaper, startReaper } from "./reaper.js";
+import type { LambdaError } from "./worker-protocol.js";
+
+export type { FunctionStats } from "./function-pool.js";
 
 export interface LocalFunction {
   /** The function name clients invoke (Lambda's rules: letters, digits, `-`, `_`, up to 64). */
@@ -34,6 +47,16 @@ export interface LocalFunction {
   readonly concurrency?: number;
   /** @default 30000 */
   readonly timeoutMs?: number;
+  /**
+   * Lambda's `MemorySize` in MB: the worker's `AWS_LAMBDA_FUNCTION_MEMORY_SIZE`, and the resident
+   * memory over which it is killed (`Runtime.OutOfMemory`). @default 1024
+   */
+  readonly memorySize?: number;
+  /**
+   * Invocations that may wait for a free worker when all are busy; over it, 429. A wait lasts at
+   * most `timeoutMs`. @default 128 (8 queries of 16 tasks each)
+   */
+  readonly maxQueued?: number;
   /** Environment of this function's workers, over {@link LocalLambdaOptions.env}. */
   readonly env?: Readonly<Record<string, string>>;
   /**
@@ -54,22 +77,20 @@ export interface LocalLambdaOptions {
   readonly env?: Readonly<Record<string, string>>;
   /** The worker entry to fork, e.g. a bundled `worker.mjs`. @default local/worker.ts under tsx */
   readonly workerEntry?: string;
-}
-
-export interface FunctionStats {
-  /** Live worker processes (idle or busy). */
-  workers: number;
-  busy: number;
-  /** Invocations given to a worker (throttled ones excluded). */
-  invocations: number;
-  /** Workers that exited on their own (process.exit, native abort, signal); timeouts excluded. */
-  crashes: number;
+  /**
+   * Freeze idle workers (SIGSTOP until their next invocation), as Lambda freezes idle execution
+   * environments: timers, background loads and sockets make no progress in between.
+   * @default true (false on Windows, which has no SIGSTOP)
+   */
+  readonly freeze?: boolean;
 }
 
 export interface LocalLambda {
   /** http://127.0.0.1:PORT, for `new LambdaClient({ endpoint })` or `AWS_ENDPOINT_URL_LAMBDA`. */
   readonly endpoint: string;
   readonly port: number;
+  /** Whether idle workers are frozen. */
+  readonly freeze: boolean;
   stats(): Record<string, FunctionStats>;
   /** Pids of live worker processes, for tests. */
   workerPids(name: string): number[];
@@ -77,8 +98,10 @@ export interface LocalLambda {
   stop(): Promise<void>;
 }
 
-/** Lambda's limit on a synchronous invocation's request and response payloads. */
-const MAX_PAYLOAD_BYTES = 6 * 1024 * 1024;
+/** Lambda's limit on an asynchronous (`Event`) invocation's payload. */
+const MAX_EVENT_BYTES = 1024 * 1024;
+/** Lambda's `X-Amz-Log-Result`: the last 4 KB of the invocation's log. */
+const LOG_TAIL_BYTES = 4096;
 const INVOKE_PATH = /^\/2015-03-31\/functions\/([^/]+)\/invocations$/;
 const FUNCTION_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 /** What a worker inherits from this process: enough to run node and find a temp directory. */
@@ -87,30 +110,35 @@ const INHERITED_ENV = ["PATH", "HOME", "TMPDIR", "LANG", "TZ"] as const;
 const WORKER_ENTRY = fileURLToPath(
   new URL(`./worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url),
 );
-/** tsx's loader resolved from here, so workers load TypeScript whatever their cwd. */
-const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
-
-/**
- * Limit on a worker's init phase. Lambda allows 10 s with a CPU per environment; here every
- * worker shares the machine's cores, so a burst of cold starts gets more room.
- */
-const INIT_TIMEOUT_MS = 60_000;
-
-/** What an invocation answers: the payload's JSON text, and whether it is a function error. */
-interface Outcome {
-  readonly payload: string;
-  readonly functionError: boolean;
-}
 
 /** Starts the service on 127.0.0.1; workers start on demand. */
 export async function startLocalLambda(options: LocalLambdaOptions): Promise<LocalLambda> {
   const { port = 0, functions, env = {}, workerEntry = WORKER_ENTRY } = options;
+  const freeze = options.freeze ?? process.platform !== "win32";
+  const reaper: Reaper | undefined = freeze ? startReaper() : undefined;
   const pools = new Map<string, FunctionPool>();
+  const pids = () => [...pools.values()].flatMap((pool) => pool.pids());
   for (const fn of functions) {
     validateFunction(fn);
     validateCommand(fn, workerEntry);
     if (pools.has(fn.name)) throw new TypeError(`startLocalLambda: duplicate function ${fn.name}`);
-    pools.set(fn.name, new FunctionPool(fn, workerEnv(env, fn), workerEntry));
+    const memorySize = fn.memorySize ?? 1024;
+    pools.set(
+      fn.name,
+      new FunctionPool({
+        name: fn.name,
+        module: fn.module,
+        entry: workerEntry,
+        command: fn.command ?? [process.execPath],
+        env: workerEnv(env, fn, memorySize),
+        concurrency: fn.concurrency ?? 4,
+        timeoutMs: fn.timeoutMs ?? 30_000,
+        memorySize,
+        maxQueued: fn.maxQueued ?? 128,
+        freeze,
+        onWorkers: () => reaper?.track(pids()),
+      }),
+    );
   }
 
   let stopping = false;
@@ -124,6 +152,7 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
   return {
     endpoint: `http://${HOST}:${bound}`,
     port: bound,
+    freeze,
     stats: () => Object.fromEntries([...pools].map(([name, pool]) => [name, pool.stats()])),
     workerPids: (name) => pools.get(name)?.pids() ?? [],
     stop() {
@@ -135,6 +164,7 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
         // In-flight invocations fail with Runtime.ExitError; their responses are written in the
         // microtasks that follow, so one turn of the event loop lets them out before the close.
         await Promise.all([...pools.values()].map((pool) => pool.stop()));
+        reaper?.close();
         await nextTurn();
         server.closeAllConnections();
         await closed;
@@ -150,6 +180,8 @@ async function handle(
   pools: ReadonlyMap<string, FunctionPool>,
   stopping: () => boolean,
 ): Promise<void> {
+  const requestId = randomUUID();
+  res.setHeader("x-amzn-RequestId", requestId);
   const url = new URL(req.url ?? "/", `http://${HOST}`);
   const match = req.method === "POST" ? INVOKE_PATH.exec(url.pathname) : null;
   if (!match?.[1]) {
@@ -159,23 +191,21 @@ async function handle(
     });
     return;
   }
-  // The SDK percent-encodes the name; `?Qualifier=` is accepted and ignored (one version here).
-  const name = safeDecode(match[1]);
-  const pool = name === undefined ? undefined : pools.get(name);
-  if (!pool) {
-    const Message = `Function not found: arn:aws:lambda:us-east-1:000000000000:function:${name}`;
-    sendError(res, 404, "ResourceNotFoundException", { Type: "User", Message });
+  let request: InvokeRequest;
+  try {
+    // The SDK percent-encodes the name (an ARN's colons too).
+    const name = safeDecode(match[1]) ?? match[1];
+    request = readInvokeRequest(name, url.searchParams, req.headers, (n) => pools.has(n));
+  } catch (err) {
+    if (!(err instanceof RequestError)) throw err;
+    sendError(res, err.status, err.errorType, err.body);
     return;
   }
-  const invocationType = req.headers["x-amz-invocation-type"] ?? "RequestResponse";
-  if (invocationType !== "RequestResponse") {
-    const message = `Only RequestResponse invocations are served locally, not ${invocationType}`;
-    sendError(res, 400, "InvalidParameterValueException", { Type: "User", message });
-    return;
-  }
-  const body = await readBody(req);
+  const pool = pools.get(request.name) as FunctionPool;
+  const limit = request.invocationType === "Event" ? MAX_EVENT_BYTES : MAX_PAYLOAD_BYTES;
+  const body = await readBody(req, limit);
   if (body === undefined) {
-    const message = `Request must be smaller than ${MAX_PAYLOAD_BYTES} bytes for the InvokeFunction operation`;
+    const message = `Request must be smaller than ${limit} bytes for the InvokeFunction operation`;
     sendError(res, 413, "RequestEntityTooLargeException", { Type: "User", message });
     return;
   }
@@ -188,45 +218,106 @@ async function handle(
     sendError(res, 400, "InvalidRequestContentException", { Type: "User", message });
     return;
   }
-
-  // Checked in the same tick as a worker spawn (in pool.invoke), so none starts after stop().
-  if (stopping()) {
-    sendError(res, 503, "ServiceException", {
-      Type: "Service",
-      Message: "The service is stopping",
-    });
+  // The function exists and the request is valid: that is all a dry run checks.
+  if (request.invocationType === "DryRun") {
+    res.writeHead(204).end();
     return;
   }
-  const requestId = randomUUID();
-  const outcome = await pool.invoke(requestId, event);
-  if (outcome === undefined) {
-    sendError(res, 429, "TooManyRequestsException", {
-      Reason: "ReservedFunctionConcurrentInvocationLimitExceeded",
-      Type: "User",
-      message: "Rate Exceeded.",
-    });
+  // Checked in the same tick as a worker spawn (in pool.invoke), so none starts after stop().
+  if (stopping()) {
+    sendStopping(res);
+    return;
+  }
+  if (request.invocationType === "Event") {
+    // pool.invoke takes its worker slot or queue place before its first await, so the invocation
+    // is under way when the 202 goes out.
+    void invokeAsync(pool, request.name, requestId, event, stopping);
+    res.writeHead(202, { "Content-Length": 0 }).end();
+    return;
+  }
+  // A caller that goes away leaves the queue; a running invocation runs to its end, as on Lambda.
+  const gone = new AbortController();
+  res.on("close", () => gone.abort());
+  const result = await pool.invoke(requestId, event, gone.signal);
+  if (result.type === "done") {
+    sendOutcome(res, result.outcome, request.tail);
+  } else if (result.type === "stopping") {
+    sendStopping(res);
   } else {
-    sendJson(res, 200, outcome.payload, {
-      "x-amzn-RequestId": requestId,
-      "X-Amz-Executed-Version": "$LATEST",
-      ...(outcome.functionError ? { "X-Amz-Function-Error": "Unhandled" } : {}),
-    });
+    sendThrottled(res);
   }
 }
 
 /**
- * The request body, or `undefined` when it is over the payload limit. An oversized body is not
+ * An `Event` invocation: its result is dropped; a function error or a throttle is logged on
+ * stderr, one JSON line (Lambda would retry it and then send it to a failure destination), unless
+ * the service is stopping (which kills what runs).
+ */
+async function invokeAsync(
+  pool: FunctionPool,
+  functionName: string,
+  requestId: string,
+  event: string,
+  stopping: () => boolean,
+): Promise<void> {
+  const error = await pool.invoke(requestId, event).then(asyncError, (err: Error) => ({
+    errorType: err.name,
+    errorMessage: err.message,
+  }));
+  if (!error || stopping()) return;
+  process.stderr.write(
+    `${JSON.stringify({ level: "ERROR", message: "Event invocation failed", functionName, requestId, errorType: error.errorType, errorMessage: error.errorMessage })}\n`,
+  );
+}
+
+/** What went wrong with an `Event` invocation, if anything. */
+function asyncError(result: InvokeResult): LambdaError | undefined {
+  if (result.type === "throttled") {
+    return { errorType: "TooManyRequestsException", errorMessage: "Rate Exceeded." };
+  }
+  if (result.type === "done" && result.outcome.functionError) {
+    return JSON.parse(result.outcome.payload) as LambdaError;
+  }
+  return undefined;
+}
+
+function sendOutcome(res: ServerResponse, outcome: Outcome, tail: boolean): void {
+  sendJson(res, 200, outcome.payload, {
+    "X-Amz-Executed-Version": "$LATEST",
+    ...(outcome.functionError ? { "X-Amz-Function-Error": "Unhandled" } : {}),
+    ...(tail
+      ? {
+          "X-Amz-Log-Result": Buffer.from(outcome.log).subarray(-LOG_TAIL_BYTES).toString("base64"),
+        }
+      : {}),
+  });
+}
+
+function sendThrottled(res: ServerResponse): void {
+  sendError(res, 429, "TooManyRequestsException", {
+    Reason: "ReservedFunctionConcurrentInvocationLimitExceeded",
+    Type: "User",
+    message: "Rate Exceeded.",
+  });
+}
+
+function sendStopping(res: ServerResponse): void {
+  sendError(res, 503, "ServiceException", { Type: "Service", Message: "The service is stopping" });
+}
+
+/**
+ * The request body, or `undefined` when it is over `limit` bytes. An oversized body is not
  * kept: the rest of it is discarded as it arrives (by Node once the 413 is sent), so that the
  * client, still writing, reads the 413 instead of a reset connection.
  */
-function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  if (Number(req.headers["content-length"]) > MAX_PAYLOAD_BYTES) return Promise.resolve(undefined);
+function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
+  if (Number(req.headers["content-length"]) > limit) return Promise.resolve(undefined);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size <= MAX_PAYLOAD_BYTES) {
+      if (size <= limit) {
         chunks.push(chunk);
         return;
       }
@@ -275,12 +366,16 @@ function validateFunction(fn: LocalFunction): void {
   if (!isAbsolute(fn.module) || !existsSync(fn.module)) {
     throw new TypeError(`startLocalLambda: ${fn.name}: module must be an existing absolute path`);
   }
-  for (const [key, value] of [
-    ["concurrency", fn.concurrency],
-    ["timeoutMs", fn.timeoutMs],
+  for (const [key, value, min, max] of [
+    ["concurrency", fn.concurrency, 1, undefined],
+    ["timeoutMs", fn.timeoutMs, 1, undefined],
+    ["memorySize", fn.memorySize, 128, 10_240], // Lambda's range, MB
+    ["maxQueued", fn.maxQueued, 0, undefined],
   ] as const) {
-    if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
-      throw new RangeError(`startLocalLambda: ${fn.name}: ${key} must be a positive integer`);
+    if (value === undefined) continue;
+    if (!Number.isSafeInteger(value) || value < min || value > (max ?? value)) {
+      const range = max === undefined ? `>= ${min}` : `${min}..${max}`;
+      throw new RangeError(`startLocalLambda: ${fn.name}: ${key} must be an integer ${range}`);
     }
   }
 }
@@ -301,6 +396,7 @@ function validateCommand(fn: LocalFunction, workerEntry: string): void {
 function workerEnv(
   shared: Readonly<Record<string, string>>,
   fn: LocalFunction,
+  memorySize: number,
 ): Record<string, string> {
   const inherited: Record<string, string> = {};
   for (const key of INHERITED_ENV) {
@@ -312,199 +408,9 @@ function workerEnv(
     ...shared,
     ...fn.env,
     AWS_LAMBDA_FUNCTION_NAME: fn.name,
+    // What Lambda sets; shared/config.ts sizes lancedb's caches from it.
+    AWS_LAMBDA_FUNCTION_MEMORY_SIZE: String(memorySize),
     // No credential lookups against instance metadata: nothing may leave 127.0.0.1.
     AWS_EC2_METADATA_DISABLED: "true",
   };
-}
-
-function unhandled(error: LambdaError): Outcome {
-  return { payload: JSON.stringify(error), functionError: true };
-}
-
-/** The workers of one function. */
-class FunctionPool {
-  readonly #entry: string;
-  readonly #module: string;
-  readonly #command: readonly string[] | undefined;
-  readonly #env: Record<string, string>;
-  readonly #concurrency: number;
-  readonly #timeoutMs: number;
-  readonly #live = new Set<Worker>();
-  #idle: Worker[] = [];
-  #busy = 0;
-  #invocations = 0;
-  #crashes = 0;
-
-  constructor(fn: LocalFunction, env: Record<string, string>, entry: string) {
-    this.#entry = entry;
-    this.#module = fn.module;
-    this.#command = fn.command;
-    this.#env = env;
-    this.#concurrency = fn.concurrency ?? 4;
-    this.#timeoutMs = fn.timeoutMs ?? 30_000;
-  }
-
-  stats(): FunctionStats {
-    const { size: workers } = this.#live;
-    return { workers, busy: this.#busy, invocations: this.#invocations, crashes: this.#crashes };
-  }
-
-  pids(): number[] {
-    return [...this.#live].flatMap((worker) => (worker.pid === undefined ? [] : [worker.pid]));
-  }
-
-  /** `undefined` when all workers are busy: Lambda throttles rather than queues. */
-  async invoke(requestId: string, event: string): Promise<Outcome | undefined> {
-    if (this.#busy >= this.#concurrency) return undefined;
-    this.#busy++;
-    this.#invocations++;
-    try {
-      return await this.#run(requestId, event);
-    } finally {
-      this.#busy--;
-    }
-  }
-
-  async stop(): Promise<void> {
-    await Promise.all([...this.#live].map((worker) => worker.kill()));
-  }
-
-  async #run(id: string, event: string): Promise<Outcome> {
-    const worker = this.#idle.pop() ?? this.#spawn();
-    // Like Lambda, the init phase (importing the handler) has its own limit and does not count
-    // against the function's timeout.
-    const init = await Promise.race([
-      worker.ready.then(() => "ready" as const),
-      worker.exited.then(() => "exited" as const),
-      new Promise<"timeout">((resolve) => setTimeout(resolve, INIT_TIMEOUT_MS, "timeout").unref()),
-    ]);
-    if (init === "timeout") {
-      await worker.kill();
-      return unhandled({
-        errorType: "Runtime.InitError",
-        errorMessage: `RequestId: ${id} Init did not finish within ${INIT_TIMEOUT_MS / 1000} seconds`,
-        trace: [],
-      });
-    }
-    const deadline = Date.now() + this.#timeoutMs;
-    let timer: NodeJS.Timeout | undefined;
-    const outcome = await Promise.race([
-      worker.invoke({ id, event, deadline }),
-      worker.exited.then((reason) => ({ type: "exit", reason }) as const),
-      new Promise<{ type: "timeout" }>((resolve) => {
-        timer = setTimeout(resolve, this.#timeoutMs, { type: "timeout" });
-      }),
-    ]).finally(() => clearTimeout(timer));
-
-    switch (outcome.type) {
-      case "result":
-      case "error":
-        // Unless it exited right after answering, the worker stays warm for the next invocation.
-        if (this.#live.has(worker)) this.#idle.push(worker);
-        if (outcome.type === "error") return unhandled(outcome.error);
-        if (Buffer.byteLength(outcome.payload) > MAX_PAYLOAD_BYTES) {
-          return unhandled({
-            errorType: "Function.ResponseSizeTooLarge",
-            errorMessage: `Response payload size exceeded maximum allowed payload size (${MAX_PAYLOAD_BYTES} bytes).`,
-            trace: [],
-          });
-        }
-        return { payload: outcome.payload, functionError: false };
-      case "exit":
-        return unhandled({
-          errorType: "Runtime.ExitError",
-          errorMessage: `RequestId: ${id} Error: Runtime exited with error: ${outcome.reason}`,
-          trace: [],
-        });
-      case "timeout": {
-        await worker.kill();
-        const seconds = (this.#timeoutMs / 1000).toFixed(2);
-        return unhandled({
-          errorType: "Sandbox.Timedout",
-          errorMessage: `${new Date().toISOString()} ${id} Task timed out after ${seconds} seconds`,
-          trace: [],
-        });
-      }
-    }
-  }
-
-  #spawn(): Worker {
-    const worker = new Worker(this.#entry, this.#module, this.#env, this.#command);
-    this.#live.add(worker);
-    void worker.exited.then(() => {
-      this.#live.delete(worker);
-      this.#idle = this.#idle.filter((idle) => idle !== worker);
-      if (!worker.killed) this.#crashes++;
-    });
-    return worker;
-  }
-}
-
-/** One worker process. */
-class Worker {
-  readonly #child: ChildProcess;
-  /** Settles once the worker has imported its handler (or failed to). */
-  readonly ready: Promise<void>;
-  #reply: ((reply: InvokeReply) => void) | undefined;
-  #killed = false;
-  /** Resolves once the process is gone, with Lambda's wording of why ("exit status 1"). */
-  readonly exited: Promise<string>;
-
-  constructor(
-    entry: string,
-    module: string,
-    env: Record<string, string>,
-    [program, ...args]: readonly string[] = [process.execPath],
-  ) {
-    const typescript = entry.endsWith(".ts") || module.endsWith(".ts");
-    const child = fork(entry, [module], {
-      env,
-      execPath: program,
-      // Bundled JavaScript starts in half the time of TypeScript under tsx.
-      execArgv: [...args, ...(typescript ? ["--import", TSX_LOADER] : [])],
-      // Structured clone passes the JSON texts as they are, instead of JSON-escaping them again.
-      serialization: "advanced",
-    });
-    this.#child = child;
-    this.exited = new Promise((resolve) => {
-      child.once("exit", (code, signal) => {
-        resolve(signal ? `signal: ${signal}` : `exit status ${code}`);
-      });
-      // Only a failed spawn has no pid and no `exit`; other errors (a failed send) precede `exit`.
-      child.on("error", (err) => {
-        if (child.pid === undefined) resolve(`spawn failed: ${err.message}`);
-      });
-    });
-    this.ready = new Promise((resolve) => {
-      child.on("message", (message: WorkerMessage) => {
-        if (message.type === "ready") resolve();
-        else this.#reply?.(message);
-      });
-    });
-  }
-
-  get pid(): number | undefined {
-    return this.#child.pid;
-  }
-
-  /** Whether the pool killed it (a timeout or stop), as opposed to a crash. */
-  get killed(): boolean {
-    return this.#killed;
-  }
-
-  /** Never settles if the worker dies: callers race it with {@link exited}. */
-  async invoke(message: InvokeMessage): Promise<InvokeReply> {
-    await this.ready;
-    return new Promise((resolve) => {
-      this.#reply = resolve;
-      // A failed send means the worker is exiting, which `exited` reports.
-      this.#child.send(message, () => undefined);
-    });
-  }
-
-  kill(): Promise<string> {
-    this.#killed = true;
-    this.#child.kill("SIGKILL");
-    return this.exited;
-  }
 }

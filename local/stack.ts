@@ -1,10 +1,12 @@
 /**
- * The embedded local stack: local S3, the three functions behind a local Lambda invoke endpoint,
- * and the HTTP API, all on 127.0.0.1, wired exactly as on AWS (real SDK clients, real HTTP).
+ * The embedded local stack: local S3, the functions behind a local Lambda invoke endpoint (with
+ * their deployed memory sizes and timeouts, frozen between invocations), and the HTTP API, all on
+ * 127.0.0.1, wired exactly as on AWS (real SDK clients, real HTTP).
  * @module
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
 import { bundleFunctions } from "./bundle.js";
 import { type HttpApi, startHttpApi } from "./http-api.js";
 import { type LocalLambda, startLocalLambda } from "./lambda.js";
@@ -24,20 +26,24 @@ export interface StackOptions {
   readonly bucket?: string;
   /**
    * Worker processes per function (its concurrency limit, like reserved concurrency). Calls over
-   * the limit get 429; the planner and the HTTP API retry them with jittered backoff. @default { planner: 8, segmentSearch: 8, merge: 4 }
+   * the limit wait for a free worker (first in, first out); only when too many wait do they get
+   * 429, which the planner and the HTTP API retry with jittered backoff.
+   * @default { planner: 8, segmentSearch: 8, merge: 4 }
    */
   readonly concurrency?: {
     readonly planner?: number;
     readonly segmentSearch?: number;
     readonly merge?: number;
   };
-  /** Per-invocation timeout of each function. @default 30000 */
+  /** Per-invocation timeout of every function. @default each function's deployed timeout */
   readonly timeoutMs?: number;
   /**
    * GET /health answers 503 "starting" with this reason until `api.ready()` (the stack's user
    * prepares more, e.g. `npm start` its demo dataset). @default undefined: ready once it listens
    */
   readonly starting?: string;
+  /** Freeze idle workers between invocations, as Lambda does. @default true */
+  readonly freeze?: boolean;
 }
 
 export interface Stack {
@@ -72,22 +78,35 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const lambdaPort = options.lambdaPort === 0 ? await freePort() : (options.lambdaPort ?? 9001);
     const env = localEnv(s3.endpoint, `http://127.0.0.1:${lambdaPort}`, bucket);
     const bundles = await bundleFunctions();
-    const fn = (name: string, module: string, concurrency: number) => ({
+    // Memory sizes and timeouts are the deployed ones (infra/function-defaults.ts).
+    const fn = (
+      name: string,
+      module: string,
+      concurrency: number,
+      size: { readonly memorySize: number; readonly timeoutSeconds: number },
+    ) => ({
       name,
       module,
       concurrency,
-      timeoutMs: options.timeoutMs ?? 30_000,
+      memorySize: size.memorySize,
+      timeoutMs: options.timeoutMs ?? size.timeoutSeconds * 1000,
     });
     const limits = options.concurrency ?? {};
     const lambda = await startLocalLambda({
       port: lambdaPort,
       workerEntry: bundles.worker,
       env,
+      freeze: options.freeze,
       functions: [
-        fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 8),
-        fn(FUNCTIONS.segmentSearch, bundles.segmentSearch, limits.segmentSearch ?? 8),
-        fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4),
-        fn(FUNCTIONS.gc, bundles.gc, 1),
+        fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 8, FUNCTION_DEFAULTS.planner),
+        fn(
+          FUNCTIONS.segmentSearch,
+          bundles.segmentSearch,
+          limits.segmentSearch ?? 8,
+          FUNCTION_DEFAULTS.segmentSearch,
+        ),
+        fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4, FUNCTION_DEFAULTS.merge),
+        fn(FUNCTIONS.gc, bundles.gc, 1, FUNCTION_DEFAULTS.gc),
       ],
     });
     stops.unshift(() => lambda.stop());

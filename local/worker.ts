@@ -8,29 +8,13 @@
  * @module
  */
 import { pathToFileURL } from "node:url";
-
-/** Parent → worker: one invocation. `event` is the payload's JSON text. */
-export interface InvokeMessage {
-  readonly id: string;
-  readonly event: string;
-  /** Epoch milliseconds at which the parent kills this worker. */
-  readonly deadline: number;
-}
-
-/** The error shape of Lambda's Node.js runtime, sent back as the invocation's payload. */
-export interface LambdaError {
-  readonly errorType: string;
-  readonly errorMessage: string;
-  readonly trace: readonly string[];
-}
-
-/** Worker → parent: the outcome of one invocation. `payload` is the result's JSON text. */
-export type InvokeReply =
-  | { readonly type: "result"; readonly id: string; readonly payload: string }
-  | { readonly type: "error"; readonly id: string; readonly error: LambdaError };
-
-/** Worker → parent. */
-export type WorkerMessage = { readonly type: "ready" } | InvokeReply;
+import {
+  endOfOutput,
+  type InvokeMessage,
+  type InvokeReply,
+  type LambdaError,
+  type WorkerMessage,
+} from "./worker-protocol.js";
 
 export interface LambdaContext {
   readonly awsRequestId: string;
@@ -51,9 +35,13 @@ const functionName = process.env.AWS_LAMBDA_FUNCTION_NAME ?? "";
 let handler: Promise<Handler> | undefined;
 
 process.on("message", (message: InvokeMessage) => {
-  void invoke(message, modulePath).then((reply) => send(reply));
+  void invoke(message, modulePath).then(async (reply) => {
+    await markEndOfOutput(message.id);
+    send(reply);
+  });
 });
-// Never outlive the service: if the parent dies without killing us, the IPC channel closes.
+// Never outlive the service: if the parent dies without killing us, the IPC channel closes. A
+// frozen worker notices nothing; the service's reaper (local/reaper.ts) kills it then.
 process.on("disconnect", () => process.exit(0));
 // Like Lambda's init phase: import the handler before the first invocation, outside its timeout.
 // A failed import is reported by the first invocation. Messages that arrive before the listener
@@ -79,6 +67,14 @@ async function invoke(message: InvokeMessage, path: string): Promise<InvokeReply
   } catch (err) {
     return { type: "error", id, error: toLambdaError(err) };
   }
+}
+
+/** Resolves once the marker is handed to both pipes, after everything written before it. */
+function markEndOfOutput(id: string): Promise<unknown> {
+  const marker = endOfOutput(id);
+  const write = (stream: NodeJS.WriteStream) =>
+    new Promise((resolve) => stream.write(marker, resolve));
+  return Promise.all([write(process.stdout), write(process.stderr)]);
 }
 
 async function loadHandler(path: string): Promise<Handler> {

@@ -64,6 +64,7 @@ export async function serveCommand(o: {
   lambdaPort: number;
   dataDir: string;
   rows: number;
+  freeze: boolean;
 }): Promise<void> {
   await claimPidFile(o.dataDir);
   const stack = await startStack({
@@ -72,6 +73,7 @@ export async function serveCommand(o: {
     s3Port: o.s3Port,
     lambdaPort: o.lambdaPort,
     starting: "starting the local stack",
+    freeze: o.freeze,
   }).catch(async (err: unknown) => {
     await rm(join(o.dataDir, "fanout.pid"), { force: true });
     const busy = (err as NodeJS.ErrnoException).code === "EADDRINUSE";
@@ -98,6 +100,7 @@ export async function serveCommand(o: {
 lance-fanout local stack
   HTTP API       ${stack.api.url}  (POST /search, GET /health)
   Lambda invoke  ${stack.lambda.endpoint}  (${Object.values(FUNCTIONS).join(", ")})
+                 idle workers ${stack.lambda.freeze ? "frozen between invocations, as on Lambda (--no-freeze: left running)" : "left running (--no-freeze)"}
   S3             ${stack.s3.endpoint}  (bucket ${stack.bucket}, credentials S3RVER/S3RVER)
   demo dataset   ${demo.uri}  (${demo.rows} rows, ${demo.segments} index segments)
 

@@ -49,6 +49,7 @@ program
   )
   .option("--data-dir <dir>", "where the local S3 keeps its data", ".data")
   .option("--rows <n>", "rows of the demo dataset", integer, 200_000)
+  .option("--no-freeze", "keep idle function workers running (Lambda freezes them)")
   .action(serveCommand);
 
 const requestOptions = (command: Command) =>

@@ -1,12 +1,14 @@
 /**
  * A bounded load test of the local stack (loopback only): N clients search for M seconds; reports
- * throughput, p50/p99 latency, errors and the memory of every worker over the run.
+ * throughput, p50/p99 latency, errors, tasks per search and the memory of every worker over the run.
  *   npm run load -- --clients 8 --seconds 30
+ *   npm run load -- --clients 8 --seconds 20 --strategy segments   # one task per index segment
+ *   npm run load -- --clients 8 --seconds 20 --no-freeze           # idle workers left running
  */
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Command, InvalidArgumentError } from "commander";
+import { Command, InvalidArgumentError, Option } from "commander";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
 import { FUNCTIONS, startStack } from "../local/stack.js";
 
@@ -20,8 +22,16 @@ const options = new Command("load")
   .option("--clients <n>", "concurrent clients", integer, 8)
   .option("--seconds <n>", "duration", integer, 30)
   .option("--rows <n>", "rows of the dataset", integer, 50_000)
+  .addOption(
+    new Option("--strategy <name>", "the searches' strategy").choices([
+      "auto",
+      "single",
+      "segments",
+    ]),
+  )
+  .option("--no-freeze", "leave idle workers running (Lambda freezes them)")
   .parse()
-  .opts<{ clients: number; seconds: number; rows: number }>();
+  .opts<{ clients: number; seconds: number; rows: number; strategy?: string; freeze: boolean }>();
 
 // Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
@@ -30,6 +40,7 @@ const stack = await startStack({
   apiPort: 0,
   s3Port: 0,
   lambdaPort: 0,
+  freeze: options.freeze,
 });
 Object.assign(process.env, stack.env);
 try {
@@ -51,12 +62,20 @@ try {
         query,
         k: 10,
         filter: `category = ${seed % 10}`,
+        strategy: options.strategy,
       }),
     });
-    await res.arrayBuffer();
-    return { ms: performance.now() - started, ok: res.status === 200, status: res.status };
+    const body = (await res.json()) as { plan?: { tasks: number } };
+    const ms = performance.now() - started;
+    return { ms, ok: res.status === 200, status: res.status, tasks: body.plan?.tasks ?? 0 };
   };
-  for (let i = 0; i < 2 * options.clients; i++) await search(i); // warm every pool
+  // Warm every worker: rounds of as many searches at once as the load runs (one at a time, the
+  // pools would hand them all to the same warm worker).
+  for (let round = 0; round < 2; round++) {
+    await Promise.all(
+      Array.from({ length: options.clients }, (_, c) => search(round * options.clients + c)),
+    );
+  }
   const memory = new Map<number, { fn: string; first: number; last: number; peak: number }>();
   const sampleMemory = async () => {
     for (const fn of Object.values(FUNCTIONS)) {
@@ -72,7 +91,7 @@ try {
   await sampleMemory();
   const sampler = setInterval(() => void sampleMemory(), 1000);
   const deadline = performance.now() + options.seconds * 1000;
-  const results: { ms: number; ok: boolean; status: number }[] = [];
+  const results: Awaited<ReturnType<typeof search>>[] = [];
   await Promise.all(
     Array.from({ length: options.clients }, async (_, client) => {
       for (let i = 0; performance.now() < deadline; i++)
@@ -91,12 +110,15 @@ try {
       {
         clients: options.clients,
         seconds: options.seconds,
+        strategy: options.strategy ?? "auto",
+        freeze: stack.lambda.freeze,
         dataset: { rows: dataset.rows, segments: dataset.segments },
         requests: results.length,
         throughputPerSecond: Number((results.length / options.seconds).toFixed(1)),
         p50Ms: Number(pct(0.5)),
         p99Ms: Number(pct(0.99)),
         errors: results.filter((r) => !r.ok).length,
+        tasksPerSearch: [...new Set(results.map((r) => r.tasks))].sort((a, b) => a - b),
         statuses: [...new Set(results.map((r) => r.status))],
         workers: Object.fromEntries(
           Object.values(FUNCTIONS).map((fn) => [

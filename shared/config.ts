@@ -37,11 +37,18 @@ export interface FanoutConfig {
   readonly viewCacheSize: number;
   /**
    * Whether a process loads a view's whole index into memory once: `background` (after the
-   * view's first search, not awaited), `eager` (before its first search), `off`. A task then reads
-   * only its group's segments from memory, which is the fan-out's point: each process holds a
-   * slice of the index hot. @default "background"
+   * view's first search; see {@link frozenWhenIdle}), `eager` (before its first search), `off`.
+   * A task then reads only its group's segments from memory, which is the fan-out's point: each
+   * process holds a slice of the index hot. @default "background"
    */
   readonly prewarm: PrewarmMode;
+  /**
+   * Whether this process is frozen between invocations, as Lambda freezes an execution
+   * environment: work it leaves running after answering stalls, and slows its next invocation.
+   * So a `background` prewarm finishes before the task answers here, and runs on after the answer
+   * elsewhere. @default true on Lambda (`AWS_LAMBDA_FUNCTION_NAME` set), else false
+   */
+  readonly frozenWhenIdle: boolean;
   /**
    * Bytes of lancedb's index cache per process; views are prewarmed only while the prewarmed
    * index files fit in 80% of it. @default half the Lambda function's memory, else 2 GiB
@@ -94,6 +101,7 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     timeoutMs: intVar(env, "LANCE_FANOUT_TIMEOUT_MS", 25_000),
     viewCacheSize: intVar(env, "LANCE_FANOUT_VIEW_CACHE_SIZE", 64),
     prewarm: enumVar(env, "LANCE_FANOUT_PREWARM", PREWARM_MODES, "background"),
+    frozenWhenIdle: onLambda,
     indexCacheBytes: intVar(env, "LANCE_FANOUT_INDEX_CACHE_MB", lambdaMemoryMb(env, 2, 2048)) * MB,
     metadataCacheBytes:
       intVar(env, "LANCE_FANOUT_METADATA_CACHE_MB", lambdaMemoryMb(env, 8, 256)) * MB,

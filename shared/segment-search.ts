@@ -84,8 +84,11 @@ async function searchView(
     if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
   }
   const batch = await query.toArrow();
-  // After the search, so a cold search does not compete with loading the view's index.
-  void runtime.views.prewarm(view);
+  // After the search, so a cold search does not compete with loading the view's index. A frozen
+  // process would leave the load stalled and make its next task wait for it instead (measured in
+  // docs/architecture.md): there, this task finishes it before answering.
+  const prewarm = runtime.views.prewarm(view);
+  if (runtime.config.frozenWhenIdle) await prewarm;
   return {
     group: task.group,
     chunk: task.chunk,

@@ -2,18 +2,24 @@
  * The local Lambda service and HTTP API, driven by the real `@aws-sdk/client-lambda` and `fetch`
  * against small fixture handlers (test/fixtures/handlers).
  */
+import { spawn } from "node:child_process";
+import { once } from "node:events";
 import { existsSync, readFileSync } from "node:fs";
+import { mkdtemp, readFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import {
+  InvalidParameterValueException,
   InvokeCommand,
+  type InvokeCommandInput,
   LambdaClient,
   LambdaServiceException,
   ResourceNotFoundException,
   TooManyRequestsException,
 } from "@aws-sdk/client-lambda";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { bundleFunctions } from "../local/bundle.js";
 import { type HttpApi, startHttpApi } from "../local/http-api.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
@@ -40,6 +46,15 @@ function alive(pid: number): boolean {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
 }
+
+/** The process state letter of /proc/<pid>/stat: `T` is stopped by a signal (frozen). */
+function processState(pid: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.charAt(stat.lastIndexOf(")") + 2);
+}
+
+/** /proc exists (Linux): what memory limits and freezing are observed through. */
+const PROC = existsSync("/proc/self/status");
 
 async function until(condition: () => boolean): Promise<void> {
   const deadline = Date.now() + 10_000;
@@ -70,12 +85,21 @@ describe("local Lambda service", () => {
     lambda = await startLocalLambda({
       env: { SHARED_VAR: "shared" },
       functions: [
-        { name: "echo", module: handler("echo"), env: { FUNCTION_VAR: "function" } },
+        {
+          name: "echo",
+          module: handler("echo"),
+          env: { FUNCTION_VAR: "function" },
+          memorySize: 256,
+        },
         { name: "throw", module: handler("throw") },
         { name: "crash", module: handler("crash"), concurrency: 1 },
         { name: "slow", module: handler("slow"), concurrency: 1, timeoutMs: 1000 },
+        { name: "queue", module: handler("slow"), concurrency: 1, timeoutMs: 1000, maxQueued: 3 },
         { name: "counter", module: handler("counter"), concurrency: 1 },
         { name: "large", module: handler("large") },
+        { name: "hog", module: handler("memory"), concurrency: 1, memorySize: 160 },
+        { name: "ticker", module: handler("ticker"), concurrency: 1 },
+        { name: "log", module: handler("log"), memorySize: 512 },
       ],
     });
     client = lambdaClient(lambda.endpoint);
@@ -86,16 +110,28 @@ describe("local Lambda service", () => {
     await lambda?.stop();
   });
 
-  async function invoke(name: string, payload: unknown, qualifier?: string) {
+  async function invoke(
+    name: string,
+    payload: unknown,
+    qualifier?: string,
+    extra: Partial<InvokeCommandInput> = {},
+  ) {
     const out = await client.send(
       new InvokeCommand({
         FunctionName: name,
         Payload: typeof payload === "string" ? payload : JSON.stringify(payload),
         Qualifier: qualifier,
+        ...extra,
       }),
     );
     const text = Buffer.from(out.Payload ?? new Uint8Array()).toString("utf8");
-    return { statusCode: out.StatusCode, functionError: out.FunctionError, body: JSON.parse(text) };
+    return {
+      statusCode: out.StatusCode,
+      functionError: out.FunctionError,
+      body: JSON.parse(text),
+      requestId: out.$metadata.requestId,
+      logResult: out.LogResult,
+    };
   }
 
   it("answers the handler's result, with context and a clean environment", async () => {
@@ -112,14 +148,178 @@ describe("local Lambda service", () => {
       AWS_EC2_METADATA_DISABLED: "true",
       SHARED_VAR: "shared",
       FUNCTION_VAR: "function",
+      AWS_LAMBDA_FUNCTION_MEMORY_SIZE: "256",
     });
     // test/support/env.ts sets AWS_ACCESS_KEY_ID here; a worker must not inherit it.
     expect(process.env.AWS_ACCESS_KEY_ID).toBeDefined();
   });
 
-  it("accepts a qualifier", async () => {
-    const out = await invoke("echo", { q: 1 }, "$LATEST");
-    expect(out.body.event).toEqual({ q: 1 });
+  it("resolves full and partial ARNs and the $LATEST qualifier; other versions are not found", async () => {
+    const names = [
+      "arn:aws:lambda:us-east-1:123456789012:function:echo",
+      "arn:aws:lambda:us-east-1:123456789012:function:echo:$LATEST",
+      "123456789012:function:echo",
+      "echo:$LATEST",
+    ];
+    for (const name of names) expect((await invoke(name, { name })).body.event).toEqual({ name });
+    expect((await invoke("echo", { q: 1 }, "$LATEST")).body.event).toEqual({ q: 1 });
+    await expect(invoke("echo", {}, "1")).rejects.toBeInstanceOf(ResourceNotFoundException);
+    await expect(invoke("echo:prod", {})).rejects.toBeInstanceOf(ResourceNotFoundException);
+    await expect(invoke("echo:$LATEST", {}, "1")).rejects.toBeInstanceOf(
+      InvalidParameterValueException,
+    );
+  });
+
+  it("answers errors in Lambda's shapes: status, x-amzn-ErrorType and body", async () => {
+    const post = (name: string, body: string, headers: Record<string, string> = {}) =>
+      fetch(`${lambda.endpoint}/2015-03-31/functions/${encodeURIComponent(name)}/invocations`, {
+        method: "POST",
+        body,
+        headers,
+      });
+    const expectError = async (res: Response, status: number, type: string, body: object) => {
+      expect(res.status).toBe(status);
+      expect(res.headers.get("x-amzn-errortype")).toBe(type);
+      expect(res.headers.get("x-amzn-requestid")).toMatch(/^[0-9a-f-]{36}$/);
+      expect(await res.json()).toEqual(body);
+    };
+    await expectError(await post("missing", "{}"), 404, "ResourceNotFoundException", {
+      Type: "User",
+      Message: "Function not found: arn:aws:lambda:us-east-1:000000000000:function:missing",
+    });
+    await expectError(await post("echo", "{not json"), 400, "InvalidRequestContentException", {
+      Type: "User",
+      message: expect.stringMatching(/^Could not parse request body into json: /),
+    });
+    await expectError(await post("no such name!", "{}"), 400, "ValidationException", {
+      message: expect.stringMatching(
+        /^1 validation error detected: Value 'no such name!' at 'functionName'/,
+      ),
+    });
+    const badType = await post("echo", "{}", { "X-Amz-Invocation-Type": "Sometimes" });
+    await expectError(badType, 400, "ValidationException", {
+      message: expect.stringMatching(/at 'invocationType' failed to satisfy constraint/),
+    });
+  });
+
+  it("runs an Event invocation asynchronously: 202 at once, the result discarded", async () => {
+    const out = await client.send(
+      new InvokeCommand({ FunctionName: "queue", InvocationType: "Event", Payload: '{"ms":800}' }),
+    );
+    expect(out.StatusCode).toBe(202);
+    expect(out.Payload?.length ?? 0).toBe(0);
+    expect(out.$metadata.requestId).toMatch(/^[0-9a-f-]{36}$/);
+    // Answered while the function still runs.
+    expect(lambda.stats().queue?.busy).toBe(1);
+    await until(() => lambda.stats().queue?.busy === 0);
+    // Lambda takes 1 MB for an asynchronous invocation (6 MB for a synchronous one).
+    const large = JSON.stringify({ pad: "x".repeat(1.5 * MB) });
+    await expect(
+      client.send(
+        new InvokeCommand({ FunctionName: "echo", InvocationType: "Event", Payload: large }),
+      ),
+    ).rejects.toMatchObject({
+      name: "RequestEntityTooLargeException",
+      $metadata: { httpStatusCode: 413 },
+    });
+  });
+
+  it("logs the error of a failed Event invocation", async () => {
+    const written: string[] = [];
+    const spy = vi.spyOn(process.stderr, "write").mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      const out = await client.send(
+        new InvokeCommand({
+          FunctionName: "throw",
+          InvocationType: "Event",
+          Payload: '{"message":"async"}',
+        }),
+      );
+      expect(out.StatusCode).toBe(202);
+      const requestId = out.$metadata.requestId ?? "";
+      await until(() => written.some((line) => line.includes(requestId)));
+      const line = written.find((l) => l.includes(requestId)) ?? "";
+      expect(JSON.parse(line)).toMatchObject({
+        functionName: "throw",
+        requestId,
+        errorType: "TypeError",
+        errorMessage: "boom: async",
+      });
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  it("answers DryRun with 204 without running the function, and 404 for an unknown one", async () => {
+    const before = lambda.stats().echo?.invocations;
+    const dryRun = (name: string) =>
+      client.send(new InvokeCommand({ FunctionName: name, InvocationType: "DryRun" }));
+    expect((await dryRun("echo")).StatusCode).toBe(204);
+    expect(lambda.stats().echo?.invocations).toBe(before);
+    await expect(dryRun("missing")).rejects.toBeInstanceOf(ResourceNotFoundException);
+  });
+
+  it("answers the last 4 KB of the invocation's log with LogType Tail", async () => {
+    const short = await invoke("log", { lines: 2 }, undefined, { LogType: "Tail" });
+    const log = Buffer.from(short.logResult ?? "", "base64").toString("utf8");
+    const id = short.requestId;
+    expect(log.startsWith(`START RequestId: ${id} Version: $LATEST\n`)).toBe(true);
+    for (const line of ["stdout line 0", "stdout line 1", "stderr line", "fd 2 line"]) {
+      expect(log).toContain(`${line}\n`);
+    }
+    expect(log).toContain(`END RequestId: ${id}\n`);
+    expect(log).toMatch(
+      new RegExp(
+        `REPORT RequestId: ${id}\tDuration: [\\d.]+ ms\tBilled Duration: \\d+ ms\tMemory Size: 512 MB\tMax Memory Used: \\d+ MB`,
+      ),
+    );
+
+    const long = await invoke("log", { lines: 1000 }, undefined, { LogType: "Tail" });
+    const tail = Buffer.from(long.logResult ?? "", "base64");
+    expect(tail.length).toBe(4096);
+    expect(tail.toString()).toContain("stdout line 999\n");
+    expect(tail.toString()).not.toContain("stdout line 0\n");
+    expect(tail.toString()).toMatch(/REPORT RequestId: [^\n]+\n$/);
+    expect((await invoke("log", {})).logResult).toBeUndefined();
+  });
+
+  it("runs each function with its memory size and kills a worker over it with Runtime.OutOfMemory", async () => {
+    if (!PROC) return; // memory is read from /proc (Linux)
+    const warm = (await invoke("hog", { mb: 1 })).body.pid as number;
+    const started = Date.now();
+    const out = await invoke("hog", { mb: 200, holdMs: 5_000 });
+    // Killed while it held the memory, as Lambda does, not once it answered.
+    expect(Date.now() - started).toBeLessThan(4_000);
+    expect(out.statusCode).toBe(200);
+    expect(out.functionError).toBe("Unhandled");
+    expect(out.body).toEqual({
+      errorType: "Runtime.OutOfMemory",
+      errorMessage: `RequestId: ${out.requestId} Error: Runtime exited with error: signal: killed`,
+    });
+    expect(alive(warm)).toBe(false);
+    const next = (await invoke("hog", { mb: 1 })).body.pid as number;
+    expect(next).not.toBe(warm);
+    // A peak between two looks at the worker's memory is caught too, by its high-water mark.
+    expect((await invoke("hog", { mb: 200 })).body.errorType).toBe("Runtime.OutOfMemory");
+    expect(alive(next)).toBe(false);
+    expect(lambda.stats().hog).toMatchObject({ outOfMemory: 2, crashes: 0 });
+  });
+
+  it("freezes an idle worker: background work does not progress until the next invoke", async () => {
+    if (!PROC) return; // process states are read from /proc (Linux)
+    const first = await invoke("ticker", {});
+    const pid = first.body.pid as number;
+    await until(() => processState(pid) === "T");
+    await sleep(300);
+    const second = await invoke("ticker", {});
+    expect(second.body.pid).toBe(pid);
+    // Running, the 10 ms timer would have ticked ~30 times; a thawed one fires once for all.
+    expect(second.body.ticks - first.body.ticks).toBeLessThanOrEqual(3);
+    await until(() => processState(pid) === "T");
+    expect(lambda.freeze).toBe(true);
   });
 
   it("reports a thrown error as an Unhandled function error", async () => {
@@ -163,13 +363,72 @@ describe("local Lambda service", () => {
     expect((await invoke("slow", {})).body.pid).not.toBe(warm);
   });
 
-  it("throttles with 429 when all workers are busy", async () => {
-    const first = invoke("slow", { ms: 800 });
-    await until(() => lambda.stats().slow?.busy === 1);
-    const second = invoke("slow", {});
-    await expect(second).rejects.toBeInstanceOf(TooManyRequestsException);
-    await expect(second).rejects.toMatchObject({ $metadata: { httpStatusCode: 429 } });
-    expect((await first).functionError).toBeUndefined();
+  it("queues an invoke over the pool size for the next free worker, first in first out", async () => {
+    const first = invoke("queue", { ms: 300 });
+    await until(() => lambda.stats().queue?.busy === 1);
+    // Lambda would scale out; here the invocations wait their turn instead of a 429.
+    const second = invoke("queue", { ms: 50 });
+    await until(() => lambda.stats().queue?.queued === 1);
+    const third = invoke("queue", { ms: 50 });
+    await until(() => lambda.stats().queue?.queued === 2);
+    const [a, b, c] = await Promise.all([first, second, third]);
+    for (const out of [a, b, c]) expect(out.functionError).toBeUndefined();
+    expect(b.body.startedAt).toBeGreaterThanOrEqual(a.body.startedAt + 300);
+    expect(c.body.startedAt).toBeGreaterThanOrEqual(b.body.startedAt + 50);
+    expect(lambda.stats().queue).toMatchObject({ workers: 1, busy: 0, queued: 0 });
+  });
+
+  it("throttles with Lambda's 429 once the queue is full, and after the function's timeout in it", async () => {
+    const started = Date.now();
+    const running = invoke("queue", { ms: 900 });
+    await until(() => lambda.stats().queue?.busy === 1);
+    const settle = (name: string, payload: unknown) =>
+      invoke(name, payload).then(
+        (out) => ({ out, at: Date.now() - started }),
+        (err: unknown) => ({ err, at: Date.now() - started }),
+      );
+    const waiting = [settle("queue", { ms: 900 }), settle("queue", {}), settle("queue", {})];
+    await until(() => lambda.stats().queue?.queued === 3);
+    // Over maxQueued: the raw answer is Lambda's: status, error type header and body.
+    const res = await fetch(`${lambda.endpoint}/2015-03-31/functions/queue/invocations`, {
+      method: "POST",
+      body: "{}",
+    });
+    expect(res.status).toBe(429);
+    expect(res.headers.get("x-amzn-errortype")).toBe("TooManyRequestsException");
+    expect(await res.json()).toEqual({
+      Reason: "ReservedFunctionConcurrentInvocationLimitExceeded",
+      Type: "User",
+      message: "Rate Exceeded.",
+    });
+    await expect(invoke("queue", {})).rejects.toBeInstanceOf(TooManyRequestsException);
+    const [next, late, later] = await Promise.all(waiting);
+    expect(next).toMatchObject({ out: { functionError: undefined } });
+    // The last two waited out the 1 s timeout while the first two held the worker until ~1.8 s.
+    for (const throttled of [late, later]) {
+      expect(throttled).toMatchObject({ err: expect.any(TooManyRequestsException) });
+      expect(throttled?.at).toBeGreaterThanOrEqual(1000);
+      expect(throttled?.at).toBeLessThan(1_750);
+    }
+    expect((await running).functionError).toBeUndefined();
+  });
+
+  it("drops a queued invoke whose client went away", async () => {
+    const running = invoke("queue", { ms: 300 });
+    await until(() => lambda.stats().queue?.busy === 1);
+    const before = lambda.stats().queue?.invocations ?? 0;
+    const abort = new AbortController();
+    const gone = client.send(new InvokeCommand({ FunctionName: "queue", Payload: "{}" }), {
+      abortSignal: abort.signal,
+    });
+    await until(() => lambda.stats().queue?.queued === 1);
+    abort.abort();
+    await expect(gone).rejects.toThrow();
+    await until(() => lambda.stats().queue?.queued === 0);
+    await running;
+    await sleep(50);
+    // Only the running one was given to a worker.
+    expect(lambda.stats().queue?.invocations).toBe(before);
   });
 
   it("keeps module state in a warm worker", async () => {
@@ -212,6 +471,58 @@ describe("local Lambda service", () => {
     if (!existsSync("/proc/net/tcp")) return; // the socket table is Linux-only
     expect(listeningAddresses("/proc/net/tcp", lambda.port)).toEqual(["0100007F"]);
     expect(listeningAddresses("/proc/net/tcp6", lambda.port)).toEqual([]);
+  });
+
+  it("leaves idle workers running with freeze off", async () => {
+    const service = await startLocalLambda({
+      freeze: false,
+      functions: [{ name: "ticker", module: handler("ticker") }],
+    });
+    const own = lambdaClient(service.endpoint);
+    try {
+      const ticks = async () => {
+        const out = await own.send(new InvokeCommand({ FunctionName: "ticker" }));
+        return JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")) as {
+          ticks: number;
+          pid: number;
+        };
+      };
+      const first = await ticks();
+      await sleep(300);
+      if (PROC) expect(processState(first.pid)).not.toBe("T");
+      expect((await ticks()).ticks - first.ticks).toBeGreaterThanOrEqual(10);
+      expect(service.freeze).toBe(false);
+    } finally {
+      own.destroy();
+      await service.stop();
+    }
+  });
+
+  it("keeps frozen workers out of its process group, and kills them when it is killed", async () => {
+    // The shape of `(npm start &)` from a shell that then exits: the job's process group loses
+    // its last tie to the session. The kernel hangs up such a group if it holds a stopped
+    // process (POSIX), so a frozen worker in the service's group would take the service down.
+    const dir = await mkdtemp(join(tmpdir(), "lambda-host-"));
+    const out = join(dir, "pids.json");
+    const host = `'${process.execPath}' --import tsx '${join(HANDLERS, "../lambda-host.ts")}'`;
+    // A session of its own; bash's `set -m` puts the job in a group of its own (also without a
+    // terminal); the job starts the host and exits once the host has frozen a worker.
+    const job = `(${host} > '${out}' & while [ ! -s '${out}' ]; do sleep 0.1; done) & wait`;
+    const shell = spawn("bash", ["-c", `set -m; ${job}`], { detached: true, stdio: "ignore" });
+    await once(shell, "exit");
+    const { host: hostPid, worker } = JSON.parse(await readFile(out, "utf8")) as {
+      host: number;
+      worker: number;
+    };
+    try {
+      await sleep(500);
+      expect(alive(hostPid)).toBe(true);
+      if (PROC) expect(processState(worker)).toBe("T");
+      process.kill(hostPid, "SIGKILL");
+      await until(() => !alive(worker));
+    } finally {
+      if (alive(hostPid)) process.kill(hostPid, "SIGKILL");
+    }
   });
 
   it("kills every worker on stop", async () => {

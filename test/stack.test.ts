@@ -2,6 +2,7 @@
  * The local stack end to end: HTTP API -> planner worker -> segment-search and merge workers
  * through the local Lambda endpoint, datasets and views on the local S3.
  */
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,6 +10,7 @@ import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { tableFromIPC } from "apache-arrow";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
 import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, type Stack, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
@@ -83,6 +85,62 @@ describe("the local stack", () => {
     expect(direct.results).toEqual(local.results);
     expect(http.json.plan.tasks).toBe(ds.segments);
     for (const g of http.json.plan.groups) expect(g.searchedSegments).toBe(g.segments.length);
+  });
+
+  test("each function's workers run with its deployed memory size and are frozen while idle", async () => {
+    expect((await httpSearch(request())).status).toBe(200);
+    expect(stack.lambda.freeze).toBe(true);
+    if (!existsSync("/proc/self/environ")) return; // Linux: workers are looked at through /proc
+    const deployed = {
+      [FUNCTIONS.planner]: FUNCTION_DEFAULTS.planner.memorySize,
+      [FUNCTIONS.segmentSearch]: FUNCTION_DEFAULTS.segmentSearch.memorySize,
+      [FUNCTIONS.merge]: FUNCTION_DEFAULTS.merge.memorySize,
+    };
+    for (const [fn, memorySize] of Object.entries(deployed)) {
+      const pids = stack.lambda.workerPids(fn);
+      expect(pids.length, fn).toBeGreaterThan(0);
+      for (const pid of pids) {
+        const environ = (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0");
+        expect(environ, fn).toContain(`AWS_LAMBDA_FUNCTION_MEMORY_SIZE=${memorySize}`);
+        // SIGSTOP takes effect once every thread of the worker has stopped: soon, not at once.
+        await expect.poll(() => processState(pid), { timeout: 5_000 }).toBe("T");
+      }
+    }
+  });
+
+  test("a search after its workers sat frozen past S3's keep-alive still answers", async () => {
+    const expected = await httpSearch(request());
+    // s3rver closes idle connections after Node's default 5 s keep-alive; frozen workers cannot
+    // see it happen, so their pooled connections are dead when they are thawed.
+    await new Promise((r) => setTimeout(r, 5_500));
+    if (existsSync("/proc/net/tcp")) {
+      expect(await socketsToPort(stack.s3.port, CLOSE_WAIT)).toBeGreaterThan(0);
+    }
+    const after = await httpSearch(request());
+    expect(after.status).toBe(200);
+    expect(after.json.results).toEqual(expected.json.results);
+  });
+
+  test("a task answers with its view's index loaded: a frozen worker does no work after answering", async () => {
+    // A dataset of its own: no worker has a view of it yet.
+    const fresh = await makeDataset({
+      db: { uri: `s3://${stack.bucket}/prewarm`, storageOptions: stack.s3.storageOptions() },
+      rounds: [3000, 2000],
+    });
+    const search = (nprobes: number) =>
+      httpSearch({ dataset: fresh.uri, query: q0, k: 10, nprobes, strategy: "single" });
+    // One partition probed: the search itself reads little of the index; the prewarm all of it.
+    expect((await search(1)).status).toBe(200);
+    const indexFiles = new RegExp(`^/${stack.bucket}/prewarm/items\\.lance/_indices/`);
+    stack.s3.injectFault({ keys: indexFiles, status: 500 });
+    try {
+      // Every partition, from memory: the same warm worker (the pool reuses the last one freed).
+      const all = await search(64);
+      expect(all.status).toBe(200);
+      expect(all.json.results).toHaveLength(10);
+    } finally {
+      stack.s3.injectFault(undefined);
+    }
   });
 
   test("a one-task search without select pays two invokes: the planner merges it", async () => {
@@ -326,6 +384,28 @@ function isJson(text: string): boolean {
   } catch {
     return false;
   }
+}
+
+/** The process state letter of /proc/<pid>/stat: `T` is stopped by a signal (frozen). */
+function processState(pid: number): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.charAt(stat.lastIndexOf(")") + 2);
+}
+
+/** The kernel's TCP state of a connection whose peer closed it and that has not closed its end. */
+const CLOSE_WAIT = "08";
+
+/** TCP connections in `state` whose remote end is 127.0.0.1:`port` (from /proc/net/tcp). */
+async function socketsToPort(port: number, state: string): Promise<number> {
+  const suffix = `:${port.toString(16).toUpperCase().padStart(4, "0")}`;
+  const text = await readFile("/proc/net/tcp", "utf8");
+  return text
+    .split("\n")
+    .slice(1)
+    .filter((line) => {
+      const [, , remote, st] = line.trim().split(/\s+/);
+      return remote?.endsWith(suffix) && st === state;
+    }).length;
 }
 
 /** Listening TCP sockets from /proc/net/tcp{,6}: address and port. */
