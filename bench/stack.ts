@@ -17,6 +17,7 @@ import { freePort } from "../local/net.js";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { FUNCTIONS, localEnv } from "../local/stack.js";
 import { loadConfig, type PrewarmMode } from "../shared/config.js";
+import { createObjectStore, type ObjectStore } from "../shared/objects.js";
 import type { SearchRequest } from "../shared/request.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
@@ -62,6 +63,17 @@ export interface BenchS3 {
   /** lancedb storage options through the proxy. */
   storageOptions(): Record<string, string>;
   stop(): Promise<void>;
+}
+
+/** The local S3 itself, not through the proxy: what the harness reads uncounted and undelayed. */
+export function directObjectStore(storage: Pick<BenchS3, "s3">): ObjectStore {
+  const { s3 } = storage;
+  return createObjectStore({
+    region: "us-east-1",
+    endpoint: s3.endpoint,
+    accessKeyId: s3.credentials.accessKeyId,
+    secretAccessKey: s3.credentials.secretAccessKey,
+  });
 }
 
 export async function startBenchS3(
@@ -112,6 +124,8 @@ export interface BenchStack extends BenchS3 {
    */
   warmEveryWorker(request: Record<string, unknown>): Promise<void>;
   resources(): ProcessResources[];
+  /** Pids of a function's live workers (memory over time: /proc/<pid>/status). */
+  workerPids(name: string): number[];
 }
 
 export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
@@ -158,6 +172,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     },
     warmEveryWorker: (request) => warmEveryWorker(planner, env, options.workers, request),
     resources: () => [...retired, ...resources()],
+    workerPids: (name) => lambda.workerPids(name),
     async stop() {
       await lambda.stop();
       await storage.stop();
