@@ -160,9 +160,9 @@ async function inProcessSetup(
     onRequest: counter.onRequest,
   });
   const uri = await uploadDataset(storage, ctx.info);
-  const env = { ...localEnv(storage.proxy.endpoint, "", BUCKET), ...PRODUCT_DEFAULTS };
-  const restore = useEndpoint(env);
-  const runtime = createRuntime(loadConfig(env));
+  const runtime = createRuntime(
+    loadConfig({ ...localEnv(storage.proxy.endpoint, "", BUCKET), ...PRODUCT_DEFAULTS }),
+  );
   const invoker = inProcessInvoker(runtime);
   const params = ctx.spec.search;
   return {
@@ -189,10 +189,7 @@ async function inProcessSetup(
       },
       close() {},
     },
-    async stop() {
-      restore();
-      await storage.stop();
-    },
+    stop: () => storage.stop(),
   };
 }
 
@@ -217,23 +214,6 @@ function timed(invoker: Invoker, clock: { tasks: number; merge: number }): Invok
         clock.merge += since(t0);
       }
     },
-  };
-}
-
-/**
- * lancedb re-opens a fresh clone from the environment, without its storage options (see
- * shared/views.ts `clone`): this process's environment names the proxy too, as the stack's
- * workers' does, or that open would try AWS's default endpoint. Answers the undo.
- */
-function useEndpoint(env: Readonly<Record<string, string>>): () => void {
-  const names = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ALLOW_HTTP"] as const;
-  const saved = names.map((n) => [n, process.env[n]] as const);
-  for (const n of names) process.env[n] = env[n];
-  return () => {
-    for (const [n, v] of saved) {
-      if (v === undefined) delete process.env[n];
-      else process.env[n] = v;
-    }
   };
 }
 

@@ -90,6 +90,7 @@ export async function startBenchS3(
     bandwidthMBps: options.bandwidthMBps,
     ...(options.onRequest ? { onRequest: options.onRequest } : {}),
   });
+  const restoreEnv = useEndpoint(proxy.endpoint);
   return {
     s3,
     proxy,
@@ -101,9 +102,30 @@ export async function startBenchS3(
       aws_region: "us-east-1",
     }),
     async stop() {
+      restoreEnv();
       await proxy.stop();
       await s3.stop();
     },
+  };
+}
+
+/**
+ * lancedb re-opens a fresh clone from the environment, without its storage options (see
+ * shared/views.ts `clone`): while the local S3 runs, this process's environment names the proxy,
+ * as the stack's workers' does, or a view made in this process would try AWS's default endpoint
+ * (seen: `GET https://s3.us-east-1.amazonaws.com/...`, failing after retries, ~5 s per view).
+ * Answers the undo.
+ */
+function useEndpoint(endpoint: string): () => void {
+  const names = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] as const;
+  const saved = [...names, "AWS_ALLOW_HTTP"].map((n) => [n, process.env[n]] as const);
+  for (const n of names) process.env[n] = endpoint;
+  process.env.AWS_ALLOW_HTTP = "true";
+  return () => {
+    for (const [n, v] of saved) {
+      if (v === undefined) delete process.env[n];
+      else process.env[n] = v;
+    }
   };
 }
 

@@ -186,6 +186,25 @@ describe("bench smoke run", () => {
     expect(gc?.after.objects).toBeLessThan(gc?.before.objects ?? 0);
   });
 
+  it("points this process's S3 endpoint at the bench proxy while its local S3 runs (views made here never try AWS)", async () => {
+    const { startBenchS3 } = await import("../bench/stack.js");
+    const before = process.env.AWS_ENDPOINT_URL;
+    const storage = await startBenchS3({
+      dataDir: await mkdtemp(join(tmpdir(), "bench-s3-")),
+      latencyMs: 0,
+      bandwidthMBps: 0,
+    });
+    try {
+      // lancedb re-opens a fresh clone from the environment alone (shared/views.ts `clone`).
+      expect(process.env.AWS_ENDPOINT_URL).toBe(storage.proxy.endpoint);
+      expect(process.env.AWS_ENDPOINT_URL_S3).toBe(storage.proxy.endpoint);
+      expect(process.env.AWS_ALLOW_HTTP).toBe("true");
+    } finally {
+      await storage.stop();
+    }
+    expect(process.env.AWS_ENDPOINT_URL).toBe(before);
+  });
+
   it("warms every view of a plan in every stack worker before a mode is timed", async () => {
     const { startBenchStack, uploadDataset } = await import("../bench/stack.js");
     const { stackTarget } = await import("../bench/modes.js");
