@@ -5,7 +5,7 @@
  * @module
  */
 import type { Goal, Rec } from "./report.js";
-import { fmt } from "./report.js";
+import { escapeXml, fmt } from "./report.js";
 import { requests } from "./s3-phases.js";
 import { percentile } from "./stats.js";
 
@@ -236,9 +236,16 @@ function memoryGoal(run: LivingRun): Goal[] {
   ];
 }
 
-export function livingSection(all: readonly Rec[]): string[] {
+/** An SVG file of bench/plots and its name. */
+export interface Plot {
+  readonly file: string;
+  readonly svg: string;
+}
+
+/** The section's markdown and the plots it links to. */
+export function livingSection(all: readonly Rec[]): { lines: string[]; plots: Plot[] } {
   const runs = runsOf(all);
-  if (runs.length === 0) return [];
+  if (runs.length === 0) return { lines: [], plots: [] };
   const md = [
     "## Living datasets: commits while queries run",
     "",
@@ -264,8 +271,90 @@ export function livingSection(all: readonly Rec[]): string[] {
     "cycle; p99 over n samples is close to the maximum when n is small.",
     "",
   ];
-  for (const run of runs) md.push(...runSection(run));
-  return md;
+  const plots: Plot[] = [];
+  for (const run of runs) {
+    const runPlots = overTimePlots(run);
+    md.push(...runSection(run), ...runPlots.map((p) => `![${p.file}](plots/${p.file})`), "");
+    plots.push(...runPlots);
+  }
+  return { lines: md, plots };
+}
+
+/** View objects (after the queries, after gc) and memory, commit by commit. */
+function overTimePlots(run: LivingRun): Plot[] {
+  const stem = `living-${run.commits[0]?.dataset}-${run.path}-prepare-${run.prepare ? "on" : "off"}`;
+  const at = (f: (c: LivingCommit) => number | undefined) =>
+    run.commits.flatMap((c) => {
+      const y = f(c);
+      return y === undefined ? [] : [[c.commit + 1, y] as const];
+    });
+  const memory = run.path === "stack-living" ? "segment-search RSS" : "harness RSS";
+  return [
+    {
+      file: `${stem}-views.svg`,
+      svg: lineChart(`${label(run)}: objects under the view prefix`, "objects", [
+        {
+          name: "after the queries",
+          color: "#1f77b4",
+          points: at((c) => c.gc?.before.objects ?? c.census.objects),
+        },
+        { name: "after gc", color: "#d62728", points: at((c) => c.gc?.after.objects) },
+      ]),
+    },
+    {
+      file: `${stem}-memory.svg`,
+      svg: lineChart(`${label(run)}: ${memory}`, "MiB", [
+        { name: "sum", color: "#2ca02c", points: at((c) => c.memory.sumMiB) },
+        ...(run.path === "stack-living"
+          ? [{ name: "largest worker", color: "#ff7f0e", points: at((c) => c.memory.maxMiB) }]
+          : []),
+      ]),
+    },
+  ];
+}
+
+interface Series {
+  readonly name: string;
+  readonly color: string;
+  readonly points: readonly (readonly [number, number])[];
+}
+
+/** A small line chart over commits, y from 0. */
+function lineChart(title: string, yLabel: string, series: readonly Series[]): string {
+  const [W, H, L, R, T, B] = [640, 300, 60, 130, 30, 40];
+  const xs = series.flatMap((s) => s.points.map(([x]) => x));
+  const xMax = Math.max(1, ...xs);
+  const yMax = Math.max(1, ...series.flatMap((s) => s.points.map(([, y]) => y))) * 1.1;
+  const x = (v: number) => fmt(L + (v / xMax) * (W - L - R), 1);
+  const y = (v: number) => fmt(T + (1 - v / yMax) * (H - T - B), 1);
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11" role="img" aria-label="${escapeXml(title)}">`,
+    `<title>${escapeXml(title)}</title>`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="13">${escapeXml(title)}</text>`,
+    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/>`,
+    `<line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`,
+    `<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">commit</text>`,
+    `<text x="14" y="${(T + H - B) / 2}" text-anchor="middle" transform="rotate(-90 14 ${(T + H - B) / 2})">${escapeXml(yLabel)}</text>`,
+  ];
+  for (let i = 0; i <= 4; i++) {
+    const v = Number(((yMax * i) / 4).toPrecision(2));
+    parts.push(
+      `<line x1="${L - 4}" y1="${y(v)}" x2="${W - R}" y2="${y(v)}" stroke="#ddd"/>`,
+      `<text x="${L - 6}" y="${Number(y(v)) + 4}" text-anchor="end">${v}</text>`,
+      `<text x="${x((xMax * i) / 4)}" y="${H - B + 14}" text-anchor="middle">${Math.round((xMax * i) / 4)}</text>`,
+    );
+  }
+  series.forEach((s, i) => {
+    if (s.points.length === 0) return;
+    parts.push(
+      `<polyline fill="none" stroke="${s.color}" stroke-width="1.5" points="${s.points.map(([a, b]) => `${x(a)},${y(b)}`).join(" ")}"/>`,
+      `<rect x="${W - R + 12}" y="${T + i * 18}" width="12" height="4" fill="${s.color}"/>`,
+      `<text x="${W - R + 30}" y="${T + i * 18 + 6}">${escapeXml(s.name)}</text>`,
+    );
+  });
+  parts.push("</svg>");
+  return parts.join("\n");
 }
 
 function runSection(run: LivingRun): string[] {

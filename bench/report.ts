@@ -191,7 +191,7 @@ export function svgPlot(title: string, ms: Measurement[]): string {
   return parts.join("\n");
 }
 
-function escapeXml(s: string): string {
+export function escapeXml(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
 
@@ -565,7 +565,9 @@ export async function writeReport(
     }
   }
 
-  md.push(...livingSection(all), ...fallbackSection(all));
+  const living = livingSection(all);
+  for (const plot of living.plots) await writeFile(join(plotDir, plot.file), plot.svg);
+  md.push(...living.lines, ...fallbackSection(all));
   const profiles = all.filter((r) => r.type === "task-profile");
   const points = profiles.flatMap((p) => p.points as TaskPoint[]);
   if (points.length) {
