@@ -106,6 +106,24 @@ export const DATASETS: Record<string, DatasetSpec> = {
     queries: 1_000,
     seed: 21,
   },
+  /**
+   * The base of a living dataset (bench/living.ts): one indexed fragment that commits then
+   * change. ~3k rows per partition, so small appends become delta segments (see the top).
+   */
+  living: {
+    name: "living",
+    source: "synthetic",
+    rows: 96_000,
+    dimension: 128,
+    clusters: 16_384,
+    baseRows: 96_000,
+    deltas: 0,
+    partitions: 32,
+    subVectors: 16,
+    search: { k: 10, nprobes: 8, refineFactor: 4 },
+    queries: 1_000,
+    seed: 41,
+  },
   "synth-many": {
     name: "synth-many",
     source: "synthetic",
@@ -214,6 +232,22 @@ async function fashionMnistSource(spec: DatasetSpec): Promise<VectorSource> {
       return toMatrix(slice);
     },
     queries: () => toMatrix(held),
+  };
+}
+
+/**
+ * More rows of a synthetic dataset, as a writer of a living dataset appends them: the same
+ * clusters, never a row the build wrote; ids continue after the build's.
+ */
+export function moreRows(spec: DatasetSpec): (n: number) => ReturnType<typeof arrowTable> {
+  if (spec.source !== "synthetic") throw new Error(`${spec.name}: only synthetic datasets grow`);
+  const source = syntheticSource(spec);
+  let id = spec.rows;
+  source.rows(id); // the build's rows, skipped
+  return (n) => {
+    const table = arrowTable(source.rows(n), spec.dimension, id);
+    id += n;
+    return table;
   };
 }
 

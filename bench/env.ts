@@ -136,3 +136,14 @@ export function procResources(role: string, pid: number): ProcessResources | und
     return undefined;
   }
 }
+
+/** A live process's resident memory now (VmRSS), in MiB; undefined once it is gone. */
+export function currentRssMiB(pid: number): number | undefined {
+  try {
+    const status = readFileSync(`/proc/${pid}/status`, "utf8");
+    const kib = /VmRSS:\s+(\d+)/.exec(status)?.[1];
+    return kib === undefined ? undefined : Math.round((Number(kib) / 1024) * 10) / 10;
+  } catch {
+    return undefined;
+  }
+}

@@ -8,7 +8,7 @@
  * per chunk, concurrently. `BENCH_STRATEGY=off` forces the emulation (the one-line switch).
  * @module
  */
-import { InvokeCommand } from "@aws-sdk/client-lambda";
+import { InvokeCommand, type LambdaClient } from "@aws-sdk/client-lambda";
 import * as lancedb from "@lancedb/lancedb";
 import { FUNCTIONS } from "../local/stack.js";
 import { decodeCandidates } from "../shared/codec.js";
@@ -275,6 +275,24 @@ export async function inProcessTarget(
   };
 }
 
+/** Invokes the planner function with `payload`; an error body or a function error throws. */
+export async function invokePlanner<T>(
+  client: LambdaClient,
+  payload: Record<string, unknown>,
+): Promise<T> {
+  const out = await client.send(
+    new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(payload) }),
+  );
+  const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")) as
+    | T
+    | { error: { code: string; message: string } };
+  if (typeof body === "object" && body !== null && "error" in body) {
+    throw new Error(`${body.error.code}: ${body.error.message}`);
+  }
+  if (out.FunctionError) throw new Error(`planner failed: ${JSON.stringify(body)}`);
+  return body as T;
+}
+
 /** The local stack: product modes invoke the planner function; native reads the same S3. */
 export async function stackTarget(
   info: DatasetInfo,
@@ -286,17 +304,7 @@ export async function stackTarget(
   const dbUri = s3Uri.slice(0, s3Uri.lastIndexOf("/"));
   let table: lancedb.Table | undefined;
   const client = loopbackLambdaClient(lambdaEndpoint);
-  const send = async (request: Record<string, unknown>): Promise<SearchResponse> => {
-    const out = await client.send(
-      new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(request) }),
-    );
-    const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")) as
-      | SearchResponse
-      | { error: { code: string; message: string } };
-    if ("error" in body) throw new Error(`${body.error.code}: ${body.error.message}`);
-    if (out.FunctionError) throw new Error(`planner failed: ${JSON.stringify(body)}`);
-    return body;
-  };
+  const send = (request: Record<string, unknown>) => invokePlanner<SearchResponse>(client, request);
   return {
     path: "stack",
     async search(mode, queries) {

@@ -11,9 +11,10 @@ import { fileURLToPath } from "node:url";
 import { lambdaProfile } from "../functions/common/lambda-invoker.js";
 import { BENCH_DIR } from "./datasets.js";
 import { fitTasks, project, type TaskFit, type TaskPoint } from "./model.js";
+import { fallbackSection, livingGoals, livingSection } from "./report-living.js";
 import { round } from "./stats.js";
 
-type Rec = Record<string, unknown> & { type: string; runId: string };
+export type Rec = Record<string, unknown> & { type: string; runId: string };
 
 interface Measurement extends Rec {
   dataset: string;
@@ -44,12 +45,29 @@ export async function loadRecords(dir: string): Promise<Rec[]> {
 }
 
 /** Record types that make a cell's newest run (the others are kept with that run). */
-const CELL_TYPES = new Set(["measurement", "rejected", "task-profile", "s3-reads"]);
+const CELL_TYPES = new Set([
+  "measurement",
+  "rejected",
+  "task-profile",
+  "s3-reads",
+  "living-commit",
+  "fallback-cost",
+]);
 
-/** For each (dataset, path, batch), the records of the newest run that measured it. */
+/** The cell a record belongs to; a living run's cell also tells whether it prepared. */
+function cellOf(r: Rec): string {
+  if (r.type === "task-profile") return `${r.dataset}|tp`;
+  if (r.type === "s3-reads") return `${r.dataset}|reads|${r.path}|${r.batch}`;
+  if (r.type === "living-commit" || r.type === "living-start") {
+    return `${r.dataset}|living|${r.path}|${r.prepare}`;
+  }
+  if (r.type === "fallback-cost") return `${r.dataset}|fallback|${r.path}`;
+  return `${r.dataset}|${r.path}|${r.batch}`;
+}
+
+/** For each cell (dataset, path, batch, ...), the records of the newest run that measured it. */
 function newest(records: Rec[]): Rec[] {
-  const cell = (r: Rec) =>
-    `${r.dataset}|${r.type === "task-profile" ? "tp" : `${r.type === "s3-reads" ? "reads|" : ""}${r.path}|${r.batch}`}`;
+  const cell = cellOf;
   const latest = new Map<string, string>();
   for (const r of records) {
     if (!CELL_TYPES.has(r.type)) continue;
@@ -72,7 +90,7 @@ function newest(records: Rec[]): Rec[] {
   });
 }
 
-const fmt = (v: number | null | undefined, d = 2) =>
+export const fmt = (v: number | null | undefined, d = 2) =>
   v === undefined || v === null || Number.isNaN(v) ? "–" : v.toFixed(d);
 
 function label(m: { mode: string; width: number }): string {
@@ -173,14 +191,14 @@ export function svgPlot(title: string, ms: Measurement[]): string {
   return parts.join("\n");
 }
 
-function escapeXml(s: string): string {
+export function escapeXml(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Report
 
-interface Goal {
+export interface Goal {
   goal: string;
   measured: string;
   verdict: string;
@@ -404,6 +422,9 @@ export async function writeReport(
     "npm run bench -- --dataset synth-many --paths in-process --batch 1 --widths 1,2,4,8,16,67",
     "npm run bench -- --smoke                        # < 60 s, also run by npm test",
     "npm run bench -- --dataset fashion-mnist --paths reads,stack-reads --widths 1,2,4,8   # S3 GETs per query",
+    "npm run bench -- --dataset living --paths living,stack-living --workers 4 --commits 200   # commits while queries run",
+    "npm run bench -- --dataset living --paths living --prepare off   # the same, views built by the first query",
+    "npm run bench -- --dataset living --paths fallback,stack-fallback --workers 4   # cost of unindexed rows",
     "npm run bench -- --calibrate                    # fit shared/calibration.json from the results",
     "npm run bench -- --report-only                  # regenerate this file from bench/results",
     "tsx bench/build-datasets.ts fashion-mnist synth-1m synth-many   # build / reuse bench/cache",
@@ -427,6 +448,9 @@ export async function writeReport(
     "invocations as Lambda freezes idle environments (`--no-freeze` leaves them running; each run",
     "records which in its options, `freeze`; runs without it predate both: workers left running,",
     "lancedb's index cache 2 GiB instead of half the function's memory).",
+    "the stack. `living` and `stack-living` (bench/living.ts) commit to a copy of the dataset while",
+    "queries run; `fallback` and `stack-fallback` (bench/fallback-cost.ts) measure unindexed rows",
+    "against the same rows indexed; both are run only when named and have their own sections.",
     "",
   ];
   for (const run of runs) {
@@ -447,7 +471,9 @@ export async function writeReport(
     "| goal | measured | verdict |",
     "|---|---|---|",
   );
-  for (const g of goals(ms)) md.push(`| ${g.goal} | ${g.measured} | ${g.verdict} |`);
+  for (const g of [...goals(ms), ...livingGoals(all)]) {
+    md.push(`| ${g.goal} | ${g.measured} | ${g.verdict} |`);
+  }
   md.push("");
 
   const datasets = [...new Set([...ms, ...reads].map((m) => m.dataset))];
@@ -543,6 +569,9 @@ export async function writeReport(
     }
   }
 
+  const living = livingSection(all);
+  for (const plot of living.plots) await writeFile(join(plotDir, plot.file), plot.svg);
+  md.push(...living.lines, ...fallbackSection(all));
   const profiles = all.filter((r) => r.type === "task-profile");
   const points = profiles.flatMap((p) => p.points as TaskPoint[]);
   if (points.length) {

@@ -32,6 +32,9 @@ import {
   recallAtK,
 } from "./datasets.js";
 import { environment, type ProcessResources, selfResources, sources, threadEnv } from "./env.js";
+import { FALLBACK_PATHS, type FallbackPath, measureFallback } from "./fallback-cost.js";
+import { LIVING_PATHS, type LivingOptions, measureLiving } from "./living.js";
+import { COMMIT_KINDS, parseCycle } from "./living-writer.js";
 import { fitTasks, type TaskPoint } from "./model.js";
 import {
   ALL_MODES,
@@ -76,15 +79,31 @@ export interface BenchOptions {
   calibrate: boolean;
   smoke: boolean;
   seed: number;
+  /** The living paths' writer, queries and gc (bench/living.ts). */
+  living: LivingOptions;
+  /** Unindexed rows the fallback paths measure (bench/fallback-cost.ts). */
+  unindexed: number[];
   log: (line: string) => void;
 }
 
 /**
  * `cold`: the stack behind injected S3 latency, cold then warm (`--cold` samples); `reads` and
- * `stack-reads`: S3 requests per query, in this process or through the stack (s3-reads.ts).
+ * `stack-reads`: S3 requests per query, in this process or through the stack (s3-reads.ts);
+ * `living` and `stack-living`: a dataset that commits while queries run (living.ts);
+ * `fallback` and `stack-fallback`: what unindexed rows cost (fallback-cost.ts); those four only
+ * when asked for.
  */
-export const BENCH_PATHS = ["in-process", "stack", "cold", "reads", "stack-reads"] as const;
+export const BENCH_PATHS = [
+  "in-process",
+  "stack",
+  "cold",
+  "reads",
+  "stack-reads",
+  ...LIVING_PATHS,
+  ...(Object.keys(FALLBACK_PATHS) as FallbackPath[]),
+] as const;
 export type BenchPath = (typeof BENCH_PATHS)[number];
+const DEFAULT_PATHS: readonly BenchPath[] = ["in-process", "stack", "cold", "reads", "stack-reads"];
 
 /** One JSON line in bench/results. */
 export type BenchRecord = Record<string, unknown> & { type: string; runId: string };
@@ -144,6 +163,11 @@ export async function runBench(
     }
     if (options.paths.includes("reads") || options.paths.includes("stack-reads")) {
       await measureS3Reads(ctx);
+    }
+    for (const path of LIVING_PATHS)
+      if (options.paths.includes(path)) await measureLiving(ctx, path);
+    for (const path of Object.keys(FALLBACK_PATHS) as FallbackPath[]) {
+      if (options.paths.includes(path)) await measureFallback(ctx, path);
     }
   }
   await emit({ type: "end", finishedAt: new Date().toISOString(), loadAverage: loadavg() });
@@ -652,10 +676,12 @@ export function cli(argv: string[] = process.argv): Command {
     .option("--batch <sizes>", "batch sizes (queries per request)", numbers, [1, 100])
     .option(
       "--paths <paths>",
-      "in-process,stack,cold,reads,stack-reads (cold: the stack with injected S3 latency; " +
-        "reads: S3 requests per query on the local S3, in-process and through the stack)",
+      "in-process,stack,cold,reads,stack-reads,living,stack-living,fallback,stack-fallback " +
+        "(cold: the stack with injected S3 latency; reads: S3 requests per query on the local " +
+        "S3, in-process and through the stack; living: commits while queries run; fallback: " +
+        "the cost of unindexed rows; the last four only when named)",
       list,
-      [...BENCH_PATHS],
+      [...DEFAULT_PATHS],
     )
     .option("--queries <n>", "single-query samples per mode", Number, 100)
     .option("--warmup <n>", "warm-up samples per mode (excluded from warm stats)", Number, 5)
@@ -677,6 +703,27 @@ export function cli(argv: string[] = process.argv): Command {
     )
     .option("--workers <n>", "segment-search worker processes in the stack", Number, 16)
     .option("--no-freeze", "leave the stack's idle workers running (Lambda freezes them)")
+    .option(
+      "--unindexed <rows>",
+      "fallback: unindexed rows to measure against the same rows indexed",
+      numbers,
+      [0, 10_000, 100_000],
+    )
+    .option("--commits <n>", "living: commits of the writer", Number, 50)
+    .option("--interval <s>", "living: T, seconds between commit starts", Number, 1)
+    .option("--cycle <kinds>", `living: commit kinds in turn (${COMMIT_KINDS.join(", ")})`, list, [
+      ...COMMIT_KINDS,
+    ])
+    .option("--prepare <on|off>", "living: prepare each version before its first query", "on")
+    .option("--gc-every <K>", "living: gc every K commits (0: never)", Number, 5)
+    .option("--gc-keep <n>", "living: gc keeps the views of the newest n versions", Number, 2)
+    .option("--steady <n>", "living: queries per side after each first query", Number, 5)
+    .option("--append-rows <n>", "living: rows per append", Number, 1000)
+    .option(
+      "--delete-rows <n>",
+      "living: oldest rows each delete removes (default: what a cycle appends, a steady size)",
+      Number,
+    )
     .option("--lance-cpu-threads <n>", "LANCE_CPU_THREADS for every process")
     .option("--lance-io-threads <n>", "LANCE_IO_THREADS for every process")
     .option("--tokio-threads <n>", "TOKIO_WORKER_THREADS for every process")
@@ -695,6 +742,24 @@ export function cli(argv: string[] = process.argv): Command {
     .addOption(new Option("--report-only", "regenerate bench/README.md from bench/results"));
   program.parse(argv);
   return program;
+}
+
+function livingOptions(o: Record<string, unknown>, smoke: boolean): LivingOptions {
+  const cycle = parseCycle(o.cycle as string[]);
+  const appendRows = smoke ? 200 : (o.appendRows as number);
+  const appends = cycle.filter((k) => k === "append" || k === "optimize").length;
+  if (o.prepare !== "on" && o.prepare !== "off") throw new Error("--prepare: on or off");
+  return {
+    commits: smoke ? Math.min(o.commits as number, cycle.length) : (o.commits as number),
+    intervalMs: (o.interval as number) * 1000,
+    cycle,
+    prepare: o.prepare === "on",
+    gcEvery: o.gcEvery as number,
+    gcKeep: o.gcKeep as number,
+    steady: smoke ? Math.min(o.steady as number, 2) : (o.steady as number),
+    appendRows,
+    deleteRows: (o.deleteRows as number | undefined) ?? appendRows * appends,
+  };
 }
 
 async function main(): Promise<void> {
@@ -758,6 +823,8 @@ async function main(): Promise<void> {
     calibrate: false,
     smoke,
     seed: o.seed,
+    living: livingOptions(o, smoke),
+    unindexed: o.unindexed,
     log: (line) => console.log(line),
   };
   for (const m of options.modes) {

@@ -18,6 +18,7 @@ import { freePort } from "../local/net.js";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { FUNCTIONS, localEnv } from "../local/stack.js";
 import { loadConfig, type PrewarmMode } from "../shared/config.js";
+import { createObjectStore, type ObjectStore } from "../shared/objects.js";
 import type { SearchRequest } from "../shared/request.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
@@ -67,6 +68,17 @@ export interface BenchS3 {
   stop(): Promise<void>;
 }
 
+/** The local S3 itself, not through the proxy: what the harness reads uncounted and undelayed. */
+export function directObjectStore(storage: Pick<BenchS3, "s3">): ObjectStore {
+  const { s3 } = storage;
+  return createObjectStore({
+    region: "us-east-1",
+    endpoint: s3.endpoint,
+    accessKeyId: s3.credentials.accessKeyId,
+    secretAccessKey: s3.credentials.secretAccessKey,
+  });
+}
+
 export async function startBenchS3(
   options: Pick<BenchStackOptions, "dataDir" | "latencyMs" | "bandwidthMBps" | "onRequest">,
 ): Promise<BenchS3> {
@@ -81,6 +93,7 @@ export async function startBenchS3(
     bandwidthMBps: options.bandwidthMBps,
     ...(options.onRequest ? { onRequest: options.onRequest } : {}),
   });
+  const restoreEnv = useEndpoint(proxy.endpoint);
   return {
     s3,
     proxy,
@@ -92,9 +105,30 @@ export async function startBenchS3(
       aws_region: "us-east-1",
     }),
     async stop() {
+      restoreEnv();
       await proxy.stop();
       await s3.stop();
     },
+  };
+}
+
+/**
+ * lancedb re-opens a fresh clone from the environment, without its storage options (see
+ * shared/views.ts `clone`): while the local S3 runs, this process's environment names the proxy,
+ * as the stack's workers' does, or a view made in this process would try AWS's default endpoint
+ * (seen: `GET https://s3.us-east-1.amazonaws.com/...`, failing after retries, ~5 s per view).
+ * Answers the undo.
+ */
+function useEndpoint(endpoint: string): () => void {
+  const names = ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3"] as const;
+  const saved = [...names, "AWS_ALLOW_HTTP"].map((n) => [n, process.env[n]] as const);
+  for (const n of names) process.env[n] = endpoint;
+  process.env.AWS_ALLOW_HTTP = "true";
+  return () => {
+    for (const [n, v] of saved) {
+      if (v === undefined) delete process.env[n];
+      else process.env[n] = v;
+    }
   };
 }
 
@@ -115,6 +149,8 @@ export interface BenchStack extends BenchS3 {
    */
   warmEveryWorker(request: Record<string, unknown>): Promise<void>;
   resources(): ProcessResources[];
+  /** Pids of a function's live workers (memory over time: /proc/<pid>/status). */
+  workerPids(name: string): number[];
 }
 
 export async function startBenchStack(options: BenchStackOptions): Promise<BenchStack> {
@@ -162,6 +198,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     },
     warmEveryWorker: (request) => warmEveryWorker(planner, env, options.workers, request),
     resources: () => [...retired, ...resources()],
+    workerPids: (name) => lambda.workerPids(name),
     async stop() {
       await lambda.stop();
       await storage.stop();

@@ -140,6 +140,74 @@ describe("bench smoke run", () => {
     expect(cell("segments", null).getsPerQuery).toBe(0);
   });
 
+  it("runs a living dataset through every commit kind: native's answers, no index view for an append, gc removes dead views", async () => {
+    const { COMMIT_KINDS } = await import("../bench/living-writer.js");
+    const out = await mkdtemp(join(tmpdir(), "bench-out-"));
+    const { file } = await bench.runBench(
+      options(out, {
+        paths: ["living"],
+        latencyMs: 0,
+        bandwidthMBps: 0,
+        warmup: 1,
+        living: {
+          commits: COMMIT_KINDS.length,
+          intervalMs: 0,
+          cycle: COMMIT_KINDS,
+          prepare: true,
+          gcEvery: COMMIT_KINDS.length,
+          gcKeep: 1,
+          steady: 1,
+          appendRows: 200,
+          deleteRows: 400,
+        },
+      }),
+    );
+    type Commit = {
+      kind: string;
+      to: number;
+      errors: string[];
+      first: { product: { version: number }; agreement: number };
+      viewsCreated: Record<"prepare" | "queries", { index: number; flat: number }>;
+      requests: { commit: Record<string, number> };
+      gc: { before: { objects: number }; after: { objects: number } } | null;
+    };
+    const commits = (await lines(file)).filter(
+      (r) => r.type === "living-commit",
+    ) as unknown as Commit[];
+    expect(commits.map((c) => c.kind)).toEqual([...COMMIT_KINDS]);
+    for (const c of commits) {
+      expect(c.errors).toEqual([]);
+      // The first query after the commit searched the new version, and found what native found.
+      expect(c.first.product.version).toBe(c.to);
+      expect(c.first.agreement).toBe(1);
+    }
+    const append = commits.find((c) => c.kind === "append") as Commit;
+    expect(append.viewsCreated.prepare.index + append.viewsCreated.queries.index).toBe(0);
+    expect(append.viewsCreated.prepare.flat).toBe(1);
+    expect(append.requests.commit["put:data"]).toBeGreaterThan(0);
+    const gc = commits.at(-1)?.gc;
+    expect(gc?.after.objects).toBeLessThan(gc?.before.objects ?? 0);
+  });
+
+  it("points this process's S3 endpoint at the bench proxy while its local S3 runs (views made here never try AWS)", async () => {
+    const { startBenchS3 } = await import("../bench/stack.js");
+    const before = process.env.AWS_ENDPOINT_URL;
+    const storage = await startBenchS3({
+      dataDir: await mkdtemp(join(tmpdir(), "bench-s3-")),
+      latencyMs: 0,
+      bandwidthMBps: 0,
+    });
+    try {
+      // lancedb re-opens a fresh clone from the environment alone (shared/views.ts `clone`).
+      expect(process.env.AWS_ENDPOINT_URL).toBe(storage.proxy.endpoint);
+      expect(process.env.AWS_ENDPOINT_URL_S3).toBe(storage.proxy.endpoint);
+      expect(process.env.AWS_ALLOW_HTTP).toBe("true");
+    } finally {
+      await storage.stop();
+    }
+    expect(process.env.AWS_ENDPOINT_URL).toBe(before);
+  });
+
   it("warms every view of a plan in every stack worker before a mode is timed", async () => {
     const { startBenchStack, uploadDataset } = await import("../bench/stack.js");
     const { stackTarget } = await import("../bench/modes.js");
