@@ -5,7 +5,7 @@
  * @module
  */
 import type { Goal, Rec } from "./report.js";
-import { escapeXml, fmt } from "./report.js";
+import { escapeXml, fmt, svgFrame } from "./report.js";
 import { requests } from "./s3-phases.js";
 import { percentile } from "./stats.js";
 
@@ -327,16 +327,7 @@ function lineChart(title: string, yLabel: string, series: readonly Series[]): st
   const yMax = Math.max(1, ...series.flatMap((s) => s.points.map(([, y]) => y))) * 1.1;
   const x = (v: number) => fmt(L + (v / xMax) * (W - L - R), 1);
   const y = (v: number) => fmt(T + (1 - v / yMax) * (H - T - B), 1);
-  const parts = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11" role="img" aria-label="${escapeXml(title)}">`,
-    `<title>${escapeXml(title)}</title>`,
-    `<rect width="${W}" height="${H}" fill="white"/>`,
-    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="13">${escapeXml(title)}</text>`,
-    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/>`,
-    `<line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`,
-    `<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">commit</text>`,
-    `<text x="14" y="${(T + H - B) / 2}" text-anchor="middle" transform="rotate(-90 14 ${(T + H - B) / 2})">${escapeXml(yLabel)}</text>`,
-  ];
+  const parts = svgFrame(title, { W, H, L, R, T, B }, "commit", yLabel);
   for (let i = 0; i <= 4; i++) {
     const v = Number(((yMax * i) / 4).toPrecision(2));
     parts.push(

@@ -118,6 +118,32 @@ const COLORS: Record<string, string> = {
   auto: "#9467bd",
 };
 
+/** Plot area: width, height and the left, right, top and bottom margins, in pixels. */
+export interface SvgBox {
+  readonly W: number;
+  readonly H: number;
+  readonly L: number;
+  readonly R: number;
+  readonly T: number;
+  readonly B: number;
+}
+
+/** The opening elements of a chart: background, title, both axes and their labels. */
+export function svgFrame(title: string, box: SvgBox, xLabel: string, yLabel: string): string[] {
+  const { W, H, L, R, T, B } = box;
+  const mid = (T + H - B) / 2;
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11" role="img" aria-label="${escapeXml(title)}">`,
+    `<title>${escapeXml(title)}</title>`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="13">${escapeXml(title)}</text>`,
+    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/>`,
+    `<line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`,
+    `<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">${escapeXml(xLabel)}</text>`,
+    `<text x="14" y="${mid}" text-anchor="middle" transform="rotate(-90 14 ${mid})">${escapeXml(yLabel)}</text>`,
+  ];
+}
+
 export function svgPlot(title: string, ms: Measurement[]): string {
   const W = 640;
   const H = 360;
@@ -138,16 +164,12 @@ export function svgPlot(title: string, ms: Measurement[]): string {
         : T + (1 - v / yMax) * (H - T - B),
       1,
     );
-  const parts: string[] = [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11" role="img" aria-label="${escapeXml(title)}">`,
-    `<title>${escapeXml(title)}</title>`,
-    `<rect width="${W}" height="${H}" fill="white"/>`,
-    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="13">${escapeXml(title)}</text>`,
-    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/>`,
-    `<line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`,
-    `<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">fan-out width (tasks or query chunks), log2</text>`,
-    `<text x="14" y="${(T + H - B) / 2}" text-anchor="middle" transform="rotate(-90 14 ${(T + H - B) / 2})">p50 latency (ms)${logY ? ", log" : ""}</text>`,
-  ];
+  const parts = svgFrame(
+    title,
+    { W, H, L, R, T, B },
+    "fan-out width (tasks or query chunks), log2",
+    `p50 latency (ms)${logY ? ", log" : ""}`,
+  );
   for (let w = 1; w <= maxW; w *= 2) {
     parts.push(`<text x="${x(w)}" y="${H - B + 14}" text-anchor="middle">${w}</text>`);
   }
