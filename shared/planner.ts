@@ -43,9 +43,9 @@ export interface SearchPlan {
 
 /**
  * Lance's refine step: the top (k + offset) × factor candidates by index distance over every
- * segment get exact distances. A task that alone sees every row of its queries does it as
- * native Lance would; otherwise the merge does it once on the global candidates, so the answer
- * does not depend on how the segments were grouped.
+ * segment get exact distances. A task that alone sees every indexed row of its queries does it
+ * as native Lance would; otherwise the merge does it once on the global candidates, so the
+ * answer does not depend on how the segments were grouped.
  */
 export interface Refine {
   readonly where: "task" | "merge";
@@ -124,7 +124,9 @@ export async function plan(
 
 /**
  * Where the refine step runs. Beside a flat group Lance re-scores the index candidates exactly
- * even without a refine factor (a factor of 1), so both kinds rank on one scale.
+ * even without a refine factor (a factor of 1), so both kinds rank on one scale. Native Lance
+ * refines the index's candidates only (the unindexed rows' distances are exact already), so one
+ * index group refines in its task whether or not a flat group stands beside it.
  */
 export function refinePlacement(
   indexGroups: number,
@@ -133,7 +135,7 @@ export function refinePlacement(
 ): Refine | undefined {
   const factor = refineFactor ?? (flat && indexGroups > 0 ? 1 : undefined);
   if (factor === undefined || indexGroups === 0) return undefined;
-  return { where: indexGroups === 1 && !flat ? "task" : "merge", factor };
+  return { where: indexGroups === 1 ? "task" : "merge", factor };
 }
 
 /** What a version's plans split into groups, whatever the request's strategy and width. */

@@ -274,6 +274,25 @@ describe("coverage of unindexed fragments", () => {
     ).rejects.toMatchObject({ code: "INCOMPLETE_INDEX_COVERAGE" });
     const response = await vectorSearch({ ...request, coverage: "fallback" }, { runtime });
     expect(response.plan.groups.filter((g) => g.kind === "flat")).toHaveLength(1);
+    // One index group beside the tail refines in its task, as native refines the index's
+    // candidates only: the merge just merges, with no second read of the candidates' vectors.
+    const base = inProcessInvoker(runtime);
+    const refines: unknown[] = [];
+    const single = await vectorSearch(
+      { ...request, coverage: "fallback", strategy: "single" },
+      {
+        runtime,
+        invoker: {
+          ...base,
+          merge: (input: Parameters<typeof base.merge>[0]) => {
+            refines.push(input.refine);
+            return base.merge(input);
+          },
+        },
+      },
+    );
+    expect(refines).toEqual([undefined]);
+    expect(strip(single)).toEqual(strip(response));
     for (const [i, q] of QUERIES.slice(0, 4).entries()) {
       const native = await nativeSearch({ ...ds, version }, q, 10, { nprobes: 4, refineFactor: 5 });
       expect(response.results.filter((r) => r._query_id === i).map((r) => r._rowid)).toEqual(
