@@ -56,6 +56,8 @@ export interface DatasetSpec {
    * synth-1m kept 113 and 115 of 128, synth-many 29 and 31 of 32; fashion-mnist 9 of 10).
    */
   readonly partitions: number;
+  /** The vector index type; IVF_FLAT keeps every vector in the index (a large index). @default "ivfPq" */
+  readonly index?: "ivfPq" | "ivfFlat";
   readonly subVectors: number;
   readonly search: SearchParams;
   /** Query vectors kept aside (never in the table). */
@@ -313,16 +315,15 @@ export async function ensureDataset(
   const table = await db.createTable(TABLE, batch(first ?? spec.baseRows));
   for (const n of more) await table.add(batch(n));
   log(`${spec.name}: ${spec.baseRows} base rows written (${secondsSince(started)} s)`);
+  const training = { numPartitions: spec.partitions, maxIterations: 20, sampleRate: 128 };
   await table.createIndex("vector", {
-    config: lancedb.Index.ivfPq({
-      numPartitions: spec.partitions,
-      numSubVectors: spec.subVectors,
-      maxIterations: 20,
-      sampleRate: 128,
-    }),
+    config:
+      spec.index === "ivfFlat"
+        ? lancedb.Index.ivfFlat(training)
+        : lancedb.Index.ivfPq({ ...training, numSubVectors: spec.subVectors }),
   });
   await settleIndex(table, spec.partitions);
-  log(`${spec.name}: IVF_PQ index trained (${secondsSince(started)} s)`);
+  log(`${spec.name}: ${spec.index ?? "ivfPq"} index trained (${secondsSince(started)} s)`);
   const perDelta = Math.floor((spec.rows - spec.baseRows) / spec.deltas);
   for (let round = 0; round < spec.deltas; round++) {
     const n = round === spec.deltas - 1 ? spec.rows - spec.baseRows - perDelta * round : perDelta;

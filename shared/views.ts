@@ -376,15 +376,20 @@ class StaleView extends FanoutError {
  */
 async function clone(connection: Connection, name: string, spec: ViewSpec): Promise<Table> {
   try {
-    return await connection.cloneTable(name, spec.dataset.uri, {
+    const cloned = await connection.cloneTable(name, spec.dataset.uri, {
       sourceVersion: spec.version,
       isShallow: true,
     });
+    // lancedb 0.31 answers the clone opened outside the connection's session, in caches of its
+    // own (6 GiB of index by default) that would hold the whole index past the configured size
+    // (test/memory.test.ts): search it through the connection instead.
+    cloned.close();
   } catch (err) {
     const table = await openIfExists(connection, name);
     if (table) return table;
     throw err;
   }
+  return connection.openTable(name);
 }
 
 async function openIfExists(connection: Connection, name: string): Promise<Table | undefined> {
