@@ -4,11 +4,15 @@
  * what was tested locally is what runs on AWS. No CDK here: the local stack imports it.
  * @module
  */
+
+/** Above the query deadline (25 s), under API Gateway's 30 s. */
+const PLANNER_TIMEOUT_SECONDS = 29;
+/** What the planner waits for stops before the planner does (infra derives it the same way). */
+const WAITED_FOR_SECONDS = PLANNER_TIMEOUT_SECONDS - 1;
+
 export const FUNCTION_DEFAULTS = {
-  /** 29 s: above the query deadline (25 s), under API Gateway's 30 s. */
-  planner: { memorySize: 1024, timeoutSeconds: 29 },
-  /** The planner's timeout less 1 s: the planner stops waiting at its own. */
-  segmentSearch: { memorySize: 2048, timeoutSeconds: 28 },
-  merge: { memorySize: 1024, timeoutSeconds: 28 },
+  planner: { memorySize: 1024, timeoutSeconds: PLANNER_TIMEOUT_SECONDS },
+  segmentSearch: { memorySize: 2048, timeoutSeconds: WAITED_FOR_SECONDS },
+  merge: { memorySize: 1024, timeoutSeconds: WAITED_FOR_SECONDS },
   gc: { memorySize: 1024, timeoutSeconds: 300 },
 } as const;
