@@ -8,20 +8,15 @@
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
 import { FUNCTIONS, startStack } from "../local/stack.js";
+import { positiveInteger } from "./positive-integer.js";
 
-const integer = (value: string) => {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 1)
-    throw new InvalidArgumentError("expected a positive whole number");
-  return n;
-};
 const options = new Command("load")
-  .option("--clients <n>", "concurrent clients", integer, 8)
-  .option("--seconds <n>", "duration", integer, 30)
-  .option("--rows <n>", "rows of the dataset", integer, 50_000)
+  .option("--clients <n>", "concurrent clients", positiveInteger, 8)
+  .option("--seconds <n>", "duration", positiveInteger, 30)
+  .option("--rows <n>", "rows of the dataset", positiveInteger, 50_000)
   .addOption(
     new Option("--strategy <name>", "the searches' strategy").choices([
       "auto",

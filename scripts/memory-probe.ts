@@ -11,7 +11,7 @@
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { InvokeCommand } from "@aws-sdk/client-lambda";
-import { Command, InvalidArgumentError } from "commander";
+import { Command } from "commander";
 import {
   CACHE_DIR,
   type DatasetSpec,
@@ -31,25 +31,24 @@ import { startLocalS3 } from "../local/s3.js";
 import { FUNCTIONS, localEnv } from "../local/stack.js";
 import { readManifest } from "../shared/manifest-store.js";
 import type { SearchResponse } from "../shared/search.js";
+import { positiveInteger } from "./positive-integer.js";
 
-const integer = (value: string) => {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 1) {
-    throw new InvalidArgumentError("expected a positive whole number");
-  }
-  return n;
-};
 const options = new Command("memory-probe")
-  .option("--memory <mb>", "the segment-search's memory size", integer, 512)
+  .option("--memory <mb>", "the segment-search's memory size", positiveInteger, 512)
   .option(
     "--index-cache-mb <mb>",
     "its index cache (default: half its memory, as deployed)",
-    integer,
+    positiveInteger,
   )
-  .option("--rows <n>", "rows of the dataset (IVF_FLAT: 520 bytes of index each)", integer, 800_000)
-  .option("--workers <n>", "segment-search workers", integer, 2)
-  .option("--rounds <n>", "times every search is run", integer, 2)
-  .option("--queries <n>", "query vectors per search (at most 16)", integer, 4)
+  .option(
+    "--rows <n>",
+    "rows of the dataset (IVF_FLAT: 520 bytes of index each)",
+    positiveInteger,
+    800_000,
+  )
+  .option("--workers <n>", "segment-search workers", positiveInteger, 2)
+  .option("--rounds <n>", "times every search is run", positiveInteger, 2)
+  .option("--queries <n>", "query vectors per search (at most 16)", positiveInteger, 4)
   .parse()
   .opts<{
     memory: number;
