@@ -208,6 +208,7 @@ function timingInvoker(runtime: Runtime, sink: { tasks: Phases[]; merge: number 
       return out;
     },
     prepareView: inner.prepareView,
+    warmViews: inner.warmViews,
   };
 }
 

@@ -76,7 +76,13 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   try {
     // The planner's env names the Lambda endpoint, so its port is fixed before it starts.
     const lambdaPort = options.lambdaPort === 0 ? await freePort() : (options.lambdaPort ?? 9001);
-    const env = localEnv(s3.endpoint, `http://127.0.0.1:${lambdaPort}`, bucket);
+    const limits = options.concurrency ?? {};
+    const segmentSearchConcurrency = limits.segmentSearch ?? 8;
+    const env = {
+      ...localEnv(s3.endpoint, `http://127.0.0.1:${lambdaPort}`, bucket),
+      // Every worker a task may land in: prepare loads each version's views into all of them.
+      LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(segmentSearchConcurrency),
+    };
     const bundles = await bundleFunctions();
     // Memory sizes and timeouts are the deployed ones (infra/function-defaults.ts).
     const fn = (
@@ -91,7 +97,6 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       memorySize: size.memorySize,
       timeoutMs: options.timeoutMs ?? size.timeoutSeconds * 1000,
     });
-    const limits = options.concurrency ?? {};
     const lambda = await startLocalLambda({
       port: lambdaPort,
       workerEntry: bundles.worker,
@@ -102,7 +107,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         fn(
           FUNCTIONS.segmentSearch,
           bundles.segmentSearch,
-          limits.segmentSearch ?? 8,
+          segmentSearchConcurrency,
           FUNCTION_DEFAULTS.segmentSearch,
         ),
         fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4, FUNCTION_DEFAULTS.merge),

@@ -62,6 +62,12 @@ export interface FanoutConfig {
   readonly metadataCacheBytes: number;
   /** Coverage of a request that sets none. @default "fallback" (native lancedb's behaviour) */
   readonly coverage: Coverage;
+  /**
+   * Segment-search environments prepare loads every view of a version into, by that many
+   * concurrent invokes (each runs in an environment of its own). @default `maxTasks` + 1, the
+   * most tasks one query runs at once
+   */
+  readonly prepareEnvironments: number;
   /** What gc keeps (shared/gc.ts). */
   readonly gc: {
     /** Views of the newest this many versions stay. @default 3 */
@@ -86,14 +92,16 @@ type Env = Readonly<Record<string, string | undefined>>;
  * `LANCE_FANOUT_ALLOWED_DATASETS` (comma-separated), `LANCE_FANOUT_ALLOW_LOCAL`,
  * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, `LANCE_FANOUT_PREWARM`,
  * `LANCE_FANOUT_INDEX_CACHE_MB`, `LANCE_FANOUT_METADATA_CACHE_MB`, `LANCE_FANOUT_COVERAGE`,
+ * `LANCE_FANOUT_PREPARE_ENVIRONMENTS`,
  * `LANCE_FANOUT_GC_KEEP_VERSIONS`, `LANCE_FANOUT_GC_GRACE_MINUTES`, and for S3 `AWS_ENDPOINT_URL_S3`
  * (or `AWS_ENDPOINT_URL`), `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
  * `AWS_SESSION_TOKEN`.
  */
 export function loadConfig(env: Env = process.env): FanoutConfig {
   const onLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
+  const maxTasks = intVar(env, "LANCE_FANOUT_MAX_TASKS", 16);
   return {
-    maxTasks: intVar(env, "LANCE_FANOUT_MAX_TASKS", 16),
+    maxTasks,
     localViewRoot: text(env.LANCE_FANOUT_VIEW_ROOT) ?? join(tmpdir(), "lance-fanout-views"),
     s3ViewPrefix: text(env.LANCE_FANOUT_S3_VIEW_PREFIX)?.replace(/^\/+|\/+$/g, ""),
     allowedDatasets: list(env.LANCE_FANOUT_ALLOWED_DATASETS),
@@ -106,6 +114,7 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     metadataCacheBytes:
       intVar(env, "LANCE_FANOUT_METADATA_CACHE_MB", lambdaMemoryMb(env, 8, 256)) * MB,
     coverage: enumVar(env, "LANCE_FANOUT_COVERAGE", COVERAGE_MODES, "fallback"),
+    prepareEnvironments: intVar(env, "LANCE_FANOUT_PREPARE_ENVIRONMENTS", maxTasks + 1),
     gc: {
       keepVersions: intVar(env, "LANCE_FANOUT_GC_KEEP_VERSIONS", 3),
       graceMs: graceMinutes(env) * 60_000,

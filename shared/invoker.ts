@@ -10,7 +10,7 @@ import { notFoundError } from "./manifest-store.js";
 import { type Hit, materialize, mergeCandidates } from "./merge.js";
 import { rescore } from "./refine.js";
 import type { Runtime } from "./runtime.js";
-import { prepareView, searchSegments } from "./segment-search.js";
+import { prepareView, searchSegments, warmViews } from "./segment-search.js";
 import type { ExecutionProfile } from "./strategy.js";
 import { isNotFound, type Table } from "./tables.js";
 import type {
@@ -20,6 +20,8 @@ import type {
   SegmentTask,
   TaskCandidates,
   ViewTask,
+  Warmed,
+  WarmTask,
 } from "./tasks.js";
 
 export interface Invoker {
@@ -34,6 +36,8 @@ export interface Invoker {
   merge(input: MergeInput, signal?: AbortSignal): Promise<MergeOutput>;
   /** Builds and warms one view where tasks run (`fanout prepare`). */
   prepareView(task: ViewTask): Promise<PreparedView>;
+  /** Opens and loads every view of a version in the environment the invoke reaches. */
+  warmViews(task: WarmTask): Promise<Warmed>;
 }
 
 /** The merge step itself, shared by the in-process invoker and the merge function. */
@@ -82,6 +86,7 @@ export function inProcessInvoker(runtime: Runtime): Invoker {
     profile: { parallelism: availableParallelism(), invokeMs: 0, maxPayloadBytes: Infinity },
     searchSegments: (task) => searchSegments(task, runtime),
     prepareView: (task) => prepareView(task, runtime),
+    warmViews: (task) => warmViews(task, runtime),
     merge: (input) => runMerge(input, runtime),
   };
 }

@@ -10,7 +10,7 @@ import { z } from "zod";
 import { FanoutError } from "./errors.js";
 import { type Invoker, inProcessInvoker } from "./invoker.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
-import type { PreparedView, ViewTask } from "./tasks.js";
+import type { PreparedView, ViewTask, WarmTask } from "./tasks.js";
 import { versionViews } from "./version-views.js";
 
 export const prepareRequestSchema = z.strictObject({
@@ -27,6 +27,11 @@ export interface PrepareResponse {
   readonly views: number;
   /** Of those, views this call created (the others existed and were verified). */
   readonly created: number;
+  /**
+   * Distinct segment-search environments that hold every view now (at most the deployment's
+   * `prepareEnvironments`; fewer when invokes finished fast enough to reach one twice).
+   */
+  readonly environments: number;
   readonly ms: number;
 }
 
@@ -36,7 +41,10 @@ const CONCURRENCY = 8;
 /**
  * Builds the views `auto` and `segments` plans of `version` (default: the latest) can use, for
  * every vector index and the unindexed tail, with the deployment's `maxTasks` and coverage; each
- * is verified and loaded where tasks run (one segment-search invoke per view on Lambda).
+ * is verified and loaded where tasks run (one segment-search invoke per view on Lambda). Then
+ * `prepareEnvironments` concurrent invokes load all of them into as many environments: a task
+ * lands in whichever environment is free, and one that had to open its view itself would pay
+ * the cold read prepare exists to take off the query path.
  */
 export async function prepare(
   request: PrepareRequest,
@@ -58,30 +66,39 @@ export async function prepare(
     coverages: [runtime.config.coverage],
     widths: "likely",
   });
-  const requestId = randomUUID();
+  const pinned = {
+    requestId: randomUUID(),
+    dataset: location.uri,
+    version,
+    schema: manifest.schema,
+  };
+  const groups = [...specs.values()].map((spec) => ({
+    indexName: spec.indexName,
+    segments: [...spec.segments],
+    fragments: [...spec.fragments],
+  }));
   const limit = pLimit(CONCURRENCY);
   const prepared: PreparedView[] = await Promise.all(
-    [...specs.values()].map((spec) =>
-      limit(() => {
-        const task: ViewTask = {
-          requestId,
-          dataset: location.uri,
-          version,
-          indexName: spec.indexName,
-          segments: [...spec.segments],
-          fragments: [...spec.fragments],
-          schema: spec.schema,
-          prepare: true,
-        };
-        return invoker.prepareView(task);
-      }),
-    ),
+    groups.map((group) => {
+      const task: ViewTask = { ...pinned, ...group, prepare: true };
+      return limit(() => invoker.prepareView(task));
+    }),
   );
   return {
     dataset: location.uri,
     version,
     views: prepared.length,
     created: prepared.filter((p) => p.created).length,
+    environments: await warmEnvironments(invoker, { ...pinned, warm: groups }, runtime),
     ms: Math.round(performance.now() - started),
   };
+}
+
+/** Sends the warm task to `prepareEnvironments` environments at once; answers how many it reached. */
+async function warmEnvironments(invoker: Invoker, task: WarmTask, runtime: Runtime) {
+  if (task.warm.length === 0) return 0;
+  const copies = Array.from({ length: runtime.config.prepareEnvironments }, () =>
+    invoker.warmViews(task),
+  );
+  return new Set((await Promise.all(copies)).map((w) => w.environment)).size;
 }

@@ -3,7 +3,9 @@
  * vector, with the filter applied before nearest-neighbour selection (Lance's prefilter).
  * @module
  */
+import { randomUUID } from "node:crypto";
 import type { Table as ArrowTable } from "apache-arrow";
+import pLimit from "p-limit";
 import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.js";
 import type { DatasetLocation } from "./dataset.js";
 import { FanoutError } from "./errors.js";
@@ -11,7 +13,14 @@ import { notFoundError } from "./manifest-store.js";
 import { compareHits } from "./merge.js";
 import type { Runtime } from "./runtime.js";
 import { isNotFound } from "./tables.js";
-import type { PreparedView, SegmentTask, TaskCandidates, ViewTask } from "./tasks.js";
+import type {
+  PreparedView,
+  SegmentTask,
+  TaskCandidates,
+  ViewTask,
+  Warmed,
+  WarmTask,
+} from "./tasks.js";
 import type { OpenView, ViewSpec } from "./views.js";
 
 export async function searchSegments(task: SegmentTask, runtime: Runtime): Promise<TaskCandidates> {
@@ -34,8 +43,34 @@ export async function prepareView(task: ViewTask, runtime: Runtime): Promise<Pre
   return { view: view.name, created, searchedSegments: view.searchedSegments };
 }
 
+/** This process's id in warm answers: concurrent invokes that reached it count once. */
+const ENVIRONMENT = randomUUID();
+
+/** Views opened at once by a warm task: each is a few storage round trips. */
+const WARM_CONCURRENCY = 8;
+
+/**
+ * Opens and loads every view of a warm task in this process. The load is awaited: Lambda
+ * freezes the environment once the answer is sent, which would leave it stalled.
+ */
+export async function warmViews(task: WarmTask, runtime: Runtime): Promise<Warmed> {
+  const dataset = runtime.resolveDataset(task.dataset);
+  const limit = pLimit(WARM_CONCURRENCY);
+  const opened = await Promise.all(
+    task.warm.map((group) =>
+      limit(async () => {
+        const spec = viewSpecOf({ ...task, ...group }, dataset);
+        const known = runtime.views.isOpen(spec);
+        await runtime.views.prewarm(await runtime.views.open(spec));
+        return !known;
+      }),
+    ),
+  );
+  return { environment: ENVIRONMENT, opened: opened.filter(Boolean).length };
+}
+
 /** The view a task searches: its group of the pinned version. */
-export function viewSpecOf(task: SegmentTask | ViewTask, dataset: DatasetLocation): ViewSpec {
+export function viewSpecOf(task: Omit<ViewTask, "prepare">, dataset: DatasetLocation): ViewSpec {
   return {
     dataset,
     version: task.version,

@@ -23,19 +23,25 @@ export const encodedCandidatesSchema = z.strictObject({
   distances: base64,
 });
 
-/** The view of one group: what segment-search opens (see shared/views.ts `ViewSpec`). */
-const viewFields = {
+/** The pinned version a view is cut from. */
+const versionFields = {
   requestId: z.string().max(256),
   dataset: z.string().min(1),
   version: z.number().int().min(1),
+  /** Digest of the dataset's schema at the pinned version. */
+  schema: digest,
+};
+
+/** One group of that version: with it, what names a view (see shared/views.ts `ViewSpec`). */
+const groupFields = {
   /** Empty for a flat task over a dataset without a vector index. */
   indexName: z.string(),
   segments: z.array(uuid),
   /** The group's live fragments with their content digests: they name the view. */
   fragments: z.array(z.strictObject({ id: count, content: digest })).min(1),
-  /** Digest of the dataset's schema at the pinned version. */
-  schema: digest,
 };
+
+const viewFields = { ...versionFields, ...groupFields };
 
 /** Build (or verify) one view and load its index, before a query needs it (`fanout prepare`). */
 export const viewTaskSchema = z.strictObject({ ...viewFields, prepare: z.literal(true) });
@@ -49,6 +55,26 @@ export const preparedViewSchema = z.strictObject({
   searchedSegments: count,
 });
 export type PreparedView = z.infer<typeof preparedViewSchema>;
+
+/**
+ * Open (verify) and load every view of a version in one execution environment, once the views
+ * exist. Prepare sends several at once: concurrent invokes run in distinct environments, so each
+ * of them holds every view before a query's task lands there.
+ */
+export const warmTaskSchema = z.strictObject({
+  ...versionFields,
+  warm: z.array(z.strictObject(groupFields)).min(1),
+});
+export type WarmTask = z.infer<typeof warmTaskSchema>;
+
+/** What a warm task did in the environment that ran it. */
+export const warmedSchema = z.strictObject({
+  /** Random id of the environment (one per process): prepare counts the distinct ones. */
+  environment: z.string(),
+  /** Views it opened; it held the others open already. */
+  opened: count,
+});
+export type Warmed = z.infer<typeof warmedSchema>;
 
 /** One segment-search task: search one group of a pinned version for one chunk of queries. */
 export const segmentTaskSchema = z.strictObject({

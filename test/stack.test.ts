@@ -143,6 +143,50 @@ describe("the local stack", () => {
     }
   });
 
+  test("prepare loads a version's views into every worker: no task of the next queries opens one", async () => {
+    const fresh = await makeDataset({
+      db: { uri: `s3://${stack.bucket}/everyworker`, storageOptions: stack.s3.storageOptions() },
+      rounds: [3000, 2000, 2500],
+    });
+    const out = await lambda.send(
+      new InvokeCommand({
+        FunctionName: FUNCTIONS.planner,
+        Payload: JSON.stringify({ prepare: { dataset: fresh.uri } }),
+      }),
+    );
+    const { prepared } = JSON.parse(new TextDecoder().decode(out.Payload)) as {
+      prepared: { views: number; created: number; environments: number }[];
+    };
+    expect(prepared[0]?.created).toBeGreaterThan(0);
+    const workers = Number(stack.env.LANCE_FANOUT_PREPARE_ENVIRONMENTS);
+    expect(prepared[0]?.environments).toBe(workers);
+    const searches = () =>
+      Promise.all(
+        [q0, q1, q0, q1].map((q) =>
+          httpSearch({ dataset: fresh.uri, query: q, k: 10, nprobes: 2, strategy: "segments" }),
+        ),
+      );
+    // A task opening a view, or reading index files, reads under these keys: every worker
+    // answers from the views prepare opened and loaded.
+    const keys = new RegExp(
+      `^/${stack.bucket}/(everyworker/items\\.lance/_indices/|lance-fanout-views/everyworker/)`,
+    );
+    stack.s3.injectFault({ keys, status: 500 });
+    let answers: Awaited<ReturnType<typeof searches>>[];
+    try {
+      answers = [await searches(), await searches(), await searches()];
+    } finally {
+      stack.s3.injectFault(undefined);
+    }
+    expect(stack.s3.faulted).toEqual([]);
+    const expected = await searches();
+    for (const round of answers) {
+      expect(round.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+      expect(round.map((a) => a.json.results)).toEqual(expected.map((a) => a.json.results));
+      expect(round[0]?.json.plan.tasks).toBeGreaterThan(1);
+    }
+  });
+
   test("a one-task search without select pays two invokes: the planner merges it", async () => {
     const invocations = (fn: string) => stack.lambda.stats()[fn]?.invocations ?? 0;
     const before = [FUNCTIONS.segmentSearch, FUNCTIONS.merge].map(invocations);

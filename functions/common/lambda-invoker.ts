@@ -10,7 +10,12 @@ import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js"
 import type { Invoker } from "../../shared/invoker.js";
 import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
 import type { ExecutionProfile } from "../../shared/strategy.js";
-import { type MergeOutput, preparedViewSchema, taskCandidatesSchema } from "../../shared/tasks.js";
+import {
+  type MergeOutput,
+  preparedViewSchema,
+  taskCandidatesSchema,
+  warmedSchema,
+} from "../../shared/tasks.js";
 
 export interface LambdaInvokerOptions {
   /** Name or ARN of the segment-search function. */
@@ -57,6 +62,7 @@ export function lambdaInvokerFromEnv(env = process.env): Invoker {
     searchSegments: (task, signal) => get().searchSegments(task, signal),
     merge: (input, signal) => get().merge(input, signal),
     prepareView: (task) => get().prepareView(task),
+    warmViews: (task) => get().warmViews(task),
   };
 }
 
@@ -158,6 +164,10 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
     merge: (input, signal) => invoke<MergeOutput>(options.mergeFunction, input, "INTERNAL", signal),
     prepareView: async (task) =>
       preparedViewSchema.parse(
+        await invoke<unknown>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),
+      ),
+    warmViews: async (task) =>
+      warmedSchema.parse(
         await invoke<unknown>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),
       ),
   };

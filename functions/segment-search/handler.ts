@@ -1,17 +1,25 @@
 /**
  * The segment-search function: one task, one lancedb search over the group's segment view; or,
- * for `fanout prepare`, one view built and loaded before a query needs it. Answers the task's
- * candidates (or what preparing did), or an error body for a failure it understands.
+ * for `fanout prepare`, one view built and loaded before a query needs it, or every view of a
+ * version loaded in this environment. Answers the task's candidates (or what preparing did), or
+ * an error body for a failure it understands.
  */
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
 import { defaultRuntime } from "../../shared/runtime.js";
-import { prepareView, searchSegments } from "../../shared/segment-search.js";
-import { segmentTaskSchema, viewTaskSchema } from "../../shared/tasks.js";
+import { prepareView, searchSegments, warmViews } from "../../shared/segment-search.js";
+import { segmentTaskSchema, viewTaskSchema, warmTaskSchema } from "../../shared/tasks.js";
 import { logEvent } from "../common/log.js";
 
+/** The three kinds of event, told apart by their marker field. */
+function parseTask(event: unknown) {
+  const marked = (event ?? {}) as { prepare?: unknown; warm?: unknown };
+  if (marked.warm !== undefined) return warmTaskSchema.safeParse(event);
+  if (marked.prepare === true) return viewTaskSchema.safeParse(event);
+  return segmentTaskSchema.safeParse(event);
+}
+
 export async function handler(event: unknown) {
-  const prepare = (event as { prepare?: unknown } | null)?.prepare === true;
-  const parsed = (prepare ? viewTaskSchema : segmentTaskSchema).safeParse(event);
+  const parsed = parseTask(event);
   if (!parsed.success) {
     return new FanoutError("INVALID_REQUEST", `invalid task: ${parsed.error.message}`).toBody();
   }
@@ -20,12 +28,16 @@ export async function handler(event: unknown) {
   const started = performance.now();
   try {
     const result =
-      "prepare" in task ? await prepareView(task, runtime) : await searchSegments(task, runtime);
+      "warm" in task
+        ? await warmViews(task, runtime)
+        : "prepare" in task
+          ? await prepareView(task, runtime)
+          : await searchSegments(task, runtime);
     logEvent({
       requestId: task.requestId,
       fn: "segment-search",
-      ...("prepare" in task ? { prepared: result } : { group: task.group }),
-      segments: task.segments.length,
+      ...("group" in task ? { group: task.group } : { prepared: result }),
+      ...("segments" in task ? { segments: task.segments.length } : {}),
       viewCacheHits: runtime.views.hits,
       prewarmedBytes: runtime.views.prewarmedBytes,
       ms: performance.now() - started,
