@@ -161,8 +161,10 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   let env: Record<string, string> = {
     ...localEnv(proxy.endpoint, lambdaEndpoint, BUCKET),
     LANCE_FANOUT_MAX_TASKS: "1000",
-    LANCE_FANOUT_LOG: "off",
+    LANCE_FANOUT_LOG: process.env.LANCE_FANOUT_LOG ?? "off",
     LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
+    // Prepare loads each version's views into every segment-search worker, as the local stack.
+    LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(options.workers),
     LANCE_FANOUT_PREWARM: options.prewarm,
     // A batch of 100 through the stack is tens of thousands of reads, which the single-threaded
     // local S3 serves one at a time: give it up to the workers' own timeout, less a margin.

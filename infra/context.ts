@@ -27,6 +27,8 @@ export const CONTEXT_KEYS = {
   queryTimeoutMs: "deadline of a query without timeoutMs (default 25000)",
   viewCacheSize: "open views per execution environment (default 64)",
   coverage: "coverage of a request that sets none: require, fallback (default) or indexed-only",
+  prepareEnvironments:
+    "segment-search environments prepare loads each version's views into (default maxTasks + 1)",
   prepareOnCommit: "true to prepare a dataset's views on each commit (EventBridge; default false)",
   prepareSchedule: 'when to prepare prepareDatasets, e.g. "rate(15 minutes)" (default never)',
   prepareDatasets: "comma-separated dataset URIs under datasets, prepared on prepareSchedule",
@@ -108,6 +110,7 @@ export function settingsFromContext(
     queryTimeout: map(optionalInt(get, "queryTimeoutMs"), Duration.millis),
     viewCacheSize: optionalInt(get, "viewCacheSize"),
     coverage: coverage(optionalString(get, "coverage")),
+    prepareEnvironments: optionalInt(get, "prepareEnvironments"),
     prepareOnCommit: optionalBool(get, "prepareOnCommit"),
     prepareSchedule: map(optionalString(get, "prepareSchedule"), (text) =>
       parseSchedule("prepareSchedule", text),

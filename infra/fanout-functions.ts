@@ -78,6 +78,12 @@ export interface FanoutFunctionsProps {
    * (`LANCE_FANOUT_COVERAGE`). @default "fallback"
    */
   readonly coverage?: Coverage;
+  /**
+   * Segment-search environments prepare loads each version's views into
+   * (`LANCE_FANOUT_PREPARE_ENVIRONMENTS`), within the segment-search's reservation.
+   * @default maxTasks + 1, the most tasks one query runs at once
+   */
+  readonly prepareEnvironments?: number;
   /** gc keeps the views of this many newest versions (`LANCE_FANOUT_GC_KEEP_VERSIONS`). @default 3 */
   readonly gcKeepVersions?: number;
   /**
@@ -151,6 +157,11 @@ export class FanoutFunctions extends Construct {
         `Expected coverage to be one of ${COVERAGE_MODES.join(", ")}, got "${coverage}"`,
       );
     }
+    const prepareEnvironments = positiveInt(
+      "prepareEnvironments",
+      props.prepareEnvironments ?? maxTasks + 1,
+      1000,
+    );
     const gcKeepVersions = positiveInt("gcKeepVersions", props.gcKeepVersions ?? 3, 1000);
     const gcGraceMinutes = graceMinutes(props.gcGrace ?? Duration.minutes(60));
     checkDeadlines(settings, queryTimeoutMs);
@@ -165,6 +176,12 @@ export class FanoutFunctions extends Construct {
         gc: settings.gc.reservedConcurrency,
       },
     });
+
+    if (prepareEnvironments > reserved.segmentSearch) {
+      throw new TypeError(
+        `prepareEnvironments (${prepareEnvironments}) exceeds the segment-search reservation (${reserved.segmentSearch}): its warm invokes would be throttled`,
+      );
+    }
 
     const root = props.projectRoot ?? PROJECT_ROOT;
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
@@ -242,6 +259,7 @@ export class FanoutFunctions extends Construct {
     planner.fn.addEnvironment("LANCE_FANOUT_MAX_TASKS", String(maxTasks));
     planner.fn.addEnvironment("LANCE_FANOUT_TIMEOUT_MS", String(queryTimeoutMs));
     planner.fn.addEnvironment("LANCE_FANOUT_COVERAGE", coverage);
+    planner.fn.addEnvironment("LANCE_FANOUT_PREPARE_ENVIRONMENTS", String(prepareEnvironments));
     planner.fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["lambda:InvokeFunction"],

@@ -102,6 +102,7 @@ export class LanceFanoutStack extends Stack {
       queryTimeout,
       viewCacheSize: props.viewCacheSize,
       coverage: props.coverage,
+      prepareEnvironments: props.prepareEnvironments,
       gc: props.gc,
       gcKeepVersions: props.gcKeepVersions,
       gcGrace: props.gcGrace,

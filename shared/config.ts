@@ -64,8 +64,8 @@ export interface FanoutConfig {
   readonly coverage: Coverage;
   /**
    * Segment-search environments prepare loads every view of a version into, by that many
-   * concurrent invokes (each runs in an environment of its own). @default `maxTasks` + 1, the
-   * most tasks one query runs at once
+   * concurrent invokes (each runs in an environment of its own). @default on Lambda `maxTasks`
+   * + 1, the most tasks one query runs at once; elsewhere 1 (tasks run in this process)
    */
   readonly prepareEnvironments: number;
   /** What gc keeps (shared/gc.ts). */
@@ -114,7 +114,11 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     metadataCacheBytes:
       intVar(env, "LANCE_FANOUT_METADATA_CACHE_MB", lambdaMemoryMb(env, 8, 256)) * MB,
     coverage: enumVar(env, "LANCE_FANOUT_COVERAGE", COVERAGE_MODES, "fallback"),
-    prepareEnvironments: intVar(env, "LANCE_FANOUT_PREPARE_ENVIRONMENTS", maxTasks + 1),
+    prepareEnvironments: intVar(
+      env,
+      "LANCE_FANOUT_PREPARE_ENVIRONMENTS",
+      onLambda ? maxTasks + 1 : 1,
+    ),
     gc: {
       keepVersions: intVar(env, "LANCE_FANOUT_GC_KEEP_VERSIONS", 3),
       graceMs: graceMinutes(env) * 60_000,

@@ -5,7 +5,6 @@
  */
 import { randomUUID } from "node:crypto";
 import type { Table as ArrowTable } from "apache-arrow";
-import pLimit from "p-limit";
 import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.js";
 import type { DatasetLocation } from "./dataset.js";
 import { FanoutError } from "./errors.js";
@@ -55,18 +54,8 @@ const WARM_CONCURRENCY = 8;
  */
 export async function warmViews(task: WarmTask, runtime: Runtime): Promise<Warmed> {
   const dataset = runtime.resolveDataset(task.dataset);
-  const limit = pLimit(WARM_CONCURRENCY);
-  const opened = await Promise.all(
-    task.warm.map((group) =>
-      limit(async () => {
-        const spec = viewSpecOf({ ...task, ...group }, dataset);
-        const known = runtime.views.isOpen(spec);
-        await runtime.views.prewarm(await runtime.views.open(spec));
-        return !known;
-      }),
-    ),
-  );
-  return { environment: ENVIRONMENT, opened: opened.filter(Boolean).length };
+  const specs = task.warm.map((group) => viewSpecOf({ ...task, ...group }, dataset));
+  return { environment: ENVIRONMENT, opened: await runtime.views.openAll(specs, WARM_CONCURRENCY) };
 }
 
 /** The view a task searches: its group of the pinned version. */

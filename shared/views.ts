@@ -12,7 +12,9 @@
  * @module
  */
 import { Session } from "@lancedb/lancedb";
+import { DataType } from "apache-arrow";
 import { LRUCache } from "lru-cache";
+import pLimit from "p-limit";
 import type { FanoutConfig } from "./config.js";
 import { type DatasetLocation, splitS3Uri } from "./dataset.js";
 import { FanoutError } from "./errors.js";
@@ -52,6 +54,8 @@ export interface OpenView {
   readonly indexName: string;
   /** Size of each index segment's files, or null when the manifest does not record them. */
   readonly segmentBytes: ReadonlyMap<string, number> | null;
+  /** Offset of each fragment's first live row (a take of them reads every data file's footer). */
+  readonly firstRows: readonly number[];
 }
 
 /** Deterministic view name: equal content (whatever the version) always maps to one view. */
@@ -102,13 +106,26 @@ export function dropPredicate(live: readonly number[], keep: ReadonlySet<number>
     .join(" OR ");
 }
 
+/**
+ * lancedb's caches, the connections that fill them and the views opened through those: one
+ * generation at a time (see {@link ViewCache.renewCaches}).
+ */
+interface Generation {
+  /** One lancedb cache for every view of the generation, bounded by the configured sizes. */
+  readonly session: Session;
+  readonly connections: Map<string, Promise<Connection>>;
+  readonly views: LRUCache<string, Promise<OpenView>>;
+}
+
+/** Caches are renewed only once they hold this much more than twice their fresh size. */
+const RENEW_SLACK_BYTES = 16 * 1024 * 1024;
+
 export class ViewCache {
   readonly #config: FanoutConfig;
   readonly #objects: ObjectStore;
-  readonly #connections = new Map<string, Promise<Connection>>();
-  readonly #views: LRUCache<string, Promise<OpenView>>;
-  /** One lancedb cache for every view of this process, bounded by the configured sizes. */
-  readonly #session: Session;
+  #generation: Generation;
+  /** What the caches held right after the last renewal had loaded a version's views. */
+  #freshBytes = 0;
   #hits = 0;
   /** Segments of the open views this process prewarmed (started), by view name. */
   readonly #warmedViews = new Map<string, readonly string[]>();
@@ -118,17 +135,53 @@ export class ViewCache {
   constructor(config: FanoutConfig, objects: ObjectStore) {
     this.#config = config;
     this.#objects = objects;
-    this.#session = new Session(
-      BigInt(Math.floor(config.indexCacheBytes)),
-      BigInt(Math.floor(config.metadataCacheBytes)),
-    );
-    this.#views = new LRUCache({
-      max: config.viewCacheSize,
+    this.#generation = this.#newGeneration();
+  }
+
+  #newGeneration(): Generation {
+    const views = new LRUCache<string, Promise<OpenView>>({
+      max: this.#config.viewCacheSize,
       dispose: (view, name) => {
         this.#release(name);
         void view.then((v) => v.table.close()).catch(() => {});
       },
     });
+    const session = new Session(
+      BigInt(Math.floor(this.#config.indexCacheBytes)),
+      BigInt(Math.floor(this.#config.metadataCacheBytes)),
+    );
+    return { session, connections: new Map(), views };
+  }
+
+  /**
+   * Opens and loads every view of `specs` (a version's views, from a warm task), at most
+   * `concurrency` at once; answers how many were not open yet. First it starts a new
+   * generation of lancedb caches when they hold over twice what the open views needed when
+   * they were last loaded afresh: lancedb keys its caches by view URI and evicts only at their
+   * size bound, so the views each commit replaces would otherwise stay until then, hundreds of
+   * MiB in a segment-search after a few hundred commits (bench/README.md). The views are then
+   * loaded again into the new caches, off the query path. The old generation is not closed: a
+   * search still using one of its views finishes, and lancedb frees it once unreferenced.
+   */
+  async openAll(specs: readonly ViewSpec[], concurrency: number): Promise<number> {
+    const renewed = this.cachedBytes > 2 * this.#freshBytes + RENEW_SLACK_BYTES;
+    if (renewed) {
+      this.#warmedViews.clear();
+      this.#warmedSegments.clear();
+      this.#generation = this.#newGeneration();
+    }
+    const limit = pLimit(concurrency);
+    const opened = await Promise.all(
+      specs.map((spec) =>
+        limit(async () => {
+          const known = this.isOpen(spec);
+          await this.prewarm(await this.open(spec));
+          return !known;
+        }),
+      ),
+    );
+    if (renewed) this.#freshBytes = this.cachedBytes;
+    return opened.filter(Boolean).length;
   }
 
   /**
@@ -144,25 +197,39 @@ export class ViewCache {
 
   /**
    * Loads the view's whole index into lancedb's cache once (unless `prewarm` is off or it does
-   * not fit the budget), so later tasks on this view read no index data from storage. The
-   * segment-search calls it after its search: a cold search does not compete with the load.
-   * A failed load is forgotten, so a later search tries again.
+   * not fit the budget), so later tasks on this view read no index data from storage, and the
+   * footers of its data files, which a task's first read of a fragment would otherwise fetch
+   * before the rows themselves (one more round trip). The segment-search calls it after its
+   * search: a cold search does not compete with the load. A failed load is forgotten, so a
+   * later search tries again.
    */
   async prewarm(view: OpenView): Promise<void> {
-    const bytes = view.segmentBytes;
-    // No bytes: a flat group's view (no index segment) or sizes the manifest does not record.
-    if (this.#config.prewarm === "off" || !bytes?.size || this.#warmedViews.has(view.name)) return;
+    if (this.#config.prewarm === "off" || this.#warmedViews.has(view.name)) return;
+    // None: a flat group's view (no index segment) or sizes the manifest does not record.
+    const segments = [...(view.segmentBytes ?? [])];
     let added = 0;
-    for (const [uuid, size] of bytes) if (!this.#warmedSegments.has(uuid)) added += size;
+    for (const [uuid, size] of segments) if (!this.#warmedSegments.has(uuid)) added += size;
     if (this.prewarmedBytes + added > this.#config.indexCacheBytes * 0.8) return;
-    this.#warmedViews.set(view.name, [...bytes.keys()]);
-    for (const [uuid, size] of bytes) {
+    this.#warmedViews.set(
+      view.name,
+      segments.map(([uuid]) => uuid),
+    );
+    for (const [uuid, size] of segments) {
       const entry = this.#warmedSegments.get(uuid) ?? { bytes: size, views: 0 };
       entry.views++;
       this.#warmedSegments.set(uuid, entry);
     }
+    const index = segments.length > 0 ? view.table.prewarmIndex(view.indexName) : undefined;
     // A failed prewarm only costs speed: searches read from storage as they would without it.
-    await view.table.prewarmIndex(view.indexName).catch(() => this.#release(view.name));
+    await Promise.all([
+      index?.catch(() => this.#release(view.name)),
+      readFooters(view).catch(() => {}),
+    ]);
+  }
+
+  /** Bytes lancedb's caches hold for this process's views (index and metadata entries). */
+  get cachedBytes(): number {
+    return Number(this.#generation.session.sizeBytes());
   }
 
   /** Views served from this process's cache so far. */
@@ -173,25 +240,26 @@ export class ViewCache {
   /** Opens (creating or completing it if needed) and verifies the view of one group. */
   open(spec: ViewSpec): Promise<OpenView> {
     const name = viewName(spec);
-    const cached = this.#views.get(name);
+    const { views } = this.#generation;
+    const cached = views.get(name);
     if (cached) {
       this.#hits++;
       return cached;
     }
     const view = this.#ensure(name, spec);
-    view.catch(() => this.#views.delete(name));
-    this.#views.set(name, view);
+    view.catch(() => views.delete(name));
+    views.set(name, view);
     return view;
   }
 
   /** Whether this process has the view open (or opening) already. */
   isOpen(spec: ViewSpec): boolean {
-    return this.#views.has(viewName(spec));
+    return this.#generation.views.has(viewName(spec));
   }
 
   /** Forgets an open view (e.g. its files were collected): the next open verifies it anew. */
   evict(view: OpenView): void {
-    this.#views.delete(view.name);
+    this.#generation.views.delete(view.name);
   }
 
   #release(name: string): void {
@@ -208,17 +276,18 @@ export class ViewCache {
     const uri = `${root}/${name}.lance`;
     const existing = await openIfExists(connection, name);
     const table = existing ?? (await clone(connection, name, spec));
-    let group: readonly ManifestSegment[];
+    let restricted: Restricted;
     try {
-      group = await this.#restrict(table, uri, spec);
+      restricted = await this.#restrict(table, uri, spec);
     } catch (err) {
       if (!(err instanceof StaleView)) throw err;
       // Not what its name promises (changed by something else): back to the clone it started
       // as, then restrict again. Nothing is deleted.
       await table.checkout(await firstVersion(table));
       await table.restore();
-      group = await this.#restrict(table, uri, spec);
+      restricted = await this.#restrict(table, uri, spec);
     }
+    const { group, firstRows } = restricted;
     const index = (await table.listIndices()).find((i) => i.name === spec.indexName);
     if (index && OWN_INDEX_FILES.has(index.indexType)) {
       await this.#copyIndexFiles(spec.dataset.uri, uri, group);
@@ -238,6 +307,7 @@ export class ViewCache {
       searchedSegments,
       indexName: spec.indexName,
       segmentBytes: segmentBytes(group),
+      firstRows,
     };
     if (this.#config.prewarm === "eager") await this.prewarm(view);
     return view;
@@ -246,9 +316,9 @@ export class ViewCache {
   /**
    * Deletes the fragments outside the group (a no-op for a finished view), then verifies that
    * the view holds exactly the group's content. Answers the group's index segments as the
-   * view's manifest lists them.
+   * view's manifest lists them, and where each of its fragments starts.
    */
-  async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<ManifestSegment[]> {
+  async #restrict(table: Table, uri: string, spec: ViewSpec): Promise<Restricted> {
     const keep = new Set(spec.fragments.map((f) => f.id));
     for (let attempt = 0; ; attempt++) {
       const manifest = await readManifest(this.#objects, uri, await table.version());
@@ -272,7 +342,9 @@ export class ViewCache {
           .map((s) => s.name),
       );
       const live = [...held.keys()];
-      if (live.length === keep.size && others.size === 0) return group;
+      if (live.length === keep.size && others.size === 0) {
+        return { group, firstRows: startsOf(manifest.fragments.map((f) => f.liveRows)) };
+      }
       if (attempt > 0) await table.checkoutLatest();
       try {
         if (live.length > keep.size) await table.delete(dropPredicate(live, keep));
@@ -311,11 +383,12 @@ export class ViewCache {
   }
 
   #connection(root: string, kind: "s3" | "local"): Promise<Connection> {
-    let connection = this.#connections.get(root);
+    const { connections, session } = this.#generation;
+    let connection = connections.get(root);
     if (!connection) {
-      connection = connectDatabase(root, kind, this.#config.s3, { session: this.#session });
-      connection.catch(() => this.#connections.delete(root));
-      this.#connections.set(root, connection);
+      connection = connectDatabase(root, kind, this.#config.s3, { session });
+      connection.catch(() => connections.delete(root));
+      connections.set(root, connection);
     }
     return connection;
   }
@@ -346,6 +419,37 @@ export function viewRoot(
  * (server-side on S3, once per view). The others follow the clone's base path.
  */
 const OWN_INDEX_FILES: ReadonlySet<string> = new Set(["IvfRq"]);
+
+/** What {@link ViewCache} learns from a view's manifest when it restricts and verifies it. */
+interface Restricted {
+  readonly group: ManifestSegment[];
+  readonly firstRows: number[];
+}
+
+/** Offsets (Lance's take order: fragments as the manifest lists them) of each first row. */
+function startsOf(liveRows: readonly number[]): number[] {
+  let offset = 0;
+  return liveRows.map((rows) => {
+    const start = offset;
+    offset += rows;
+    return start;
+  });
+}
+
+/**
+ * Takes the first row of every fragment, vector columns only: Lance then holds each data file's
+ * footer in its metadata cache, and a task's reads of the fragment go straight to the rows.
+ */
+async function readFooters(view: OpenView): Promise<void> {
+  const vectors = (await view.table.schema()).fields
+    .filter((f) => DataType.isFixedSizeList(f.type))
+    .map((f) => f.name);
+  if (vectors.length === 0 || view.firstRows.length === 0) return;
+  await view.table
+    .takeOffsets([...view.firstRows])
+    .select(vectors)
+    .toArrow();
+}
 
 function segmentBytes(segments: readonly ManifestSegment[]): Map<string, number> | null {
   const bytes = new Map<string, number>();

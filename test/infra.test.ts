@@ -196,6 +196,7 @@ describe("functions", () => {
       LANCE_FANOUT_MAX_TASKS: "16",
       LANCE_FANOUT_TIMEOUT_MS: "25000",
       LANCE_FANOUT_COVERAGE: "fallback",
+      LANCE_FANOUT_PREPARE_ENVIRONMENTS: "17",
     });
     expect(env(gc)).toEqual({
       ...common,
@@ -208,6 +209,7 @@ describe("functions", () => {
   test("coverage goes to the planner; gc keeps views of the planner's widest plans and what props say", () => {
     const { stack, template } = synth({
       coverage: "require",
+      prepareEnvironments: 8,
       maxTasks: 32,
       throttle: { rateLimit: 10, burstLimit: 20 },
       gcKeepVersions: 5,
@@ -217,6 +219,7 @@ describe("functions", () => {
       template.toJSON().Resources[logicalId(stack, fn)].Properties.Environment.Variables;
     expect(env(stack.functions.planner)).toMatchObject({
       LANCE_FANOUT_COVERAGE: "require",
+      LANCE_FANOUT_PREPARE_ENVIRONMENTS: "8",
       LANCE_FANOUT_MAX_TASKS: "32",
     });
     expect(env(stack.functions.gc)).toMatchObject({
@@ -1113,6 +1116,10 @@ describe("validation", () => {
     [{ gcGrace: Duration.minutes(15) }, /Expected gcGrace to be whole minutes over 15/],
     [{ gcGrace: Duration.seconds(1000) }, /Expected gcGrace to be whole minutes/],
     [{ gcKeepVersions: 0 }, /gcKeepVersions to be an integer 1..1000/],
+    [
+      { prepareEnvironments: 50, segmentSearch: { reservedConcurrency: 40 } },
+      /prepareEnvironments \(50\) exceeds the segment-search reservation \(40\)/,
+    ],
     [{ gc: { timeout: Duration.minutes(16) } }, /gc.timeout to be 1..900 seconds/],
     [
       { prepareSchedule: Schedule.rate(Duration.minutes(5)) },
@@ -1198,6 +1205,7 @@ describe("context", () => {
       {
         datasets: "s3://acme-vectors/datasets/",
         coverage: "indexed-only",
+        prepareEnvironments: "4",
         prepareOnCommit: "true",
         prepareSchedule: "rate(5 minutes)",
         prepareDatasets: "s3://acme-vectors/datasets/a.lance, s3://acme-vectors/datasets/b.lance",
@@ -1211,6 +1219,7 @@ describe("context", () => {
     );
     expect(props).toMatchObject({
       coverage: "indexed-only",
+      prepareEnvironments: 4,
       prepareOnCommit: true,
       prepareDatasets: ["s3://acme-vectors/datasets/a.lance", "s3://acme-vectors/datasets/b.lance"],
       gcSchedule: false,
