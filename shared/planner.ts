@@ -91,20 +91,7 @@ export async function plan(
         throw new FanoutError("INVALID_REQUEST", `filter: ${lanceMessage(err)}`, { cause: err });
       });
   }
-  const units = workUnits(index, coverage);
-  const split = splitWork({
-    units: units.count,
-    group: units.group,
-    queries: request.queries.length,
-    dimension: index.dimension,
-    // Candidates per query a task may answer: the most, when the merge refines.
-    limit: (request.k + (request.offset ?? 0)) * (request.refineFactor ?? 1),
-    maxTasks: Math.min(request.maxTasks ?? runtime.config.maxTasks, runtime.config.maxTasks),
-    strategy: request.strategy ?? "auto",
-    // `select` columns or a flat group beside the index groups: the merge function runs anyway.
-    mergeInvoked: (request.select?.length ?? 0) > 0 || units.flat.length > 0,
-    profile,
-  });
+  const { units, split } = splitPlan(index, coverage, request, runtime.config.maxTasks, profile);
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
   const indexGroups = units.kind === "index" ? split.groups.length : 0;
   return {
@@ -120,6 +107,35 @@ export async function plan(
     unsearchedRows: coverage === "indexed-only" ? unindexedRows : 0,
     refine: refinePlacement(indexGroups, units.flat.length > 0, request.refineFactor),
   };
+}
+
+/**
+ * How `request` splits the work of the version `index` was chosen from: the groups (index
+ * groups in `split`, flat ones in `units.flat`) and the query chunks. No I/O: prepare uses it to
+ * foresee a typical query's plan.
+ */
+export function splitPlan(
+  index: IndexChoice,
+  coverage: Coverage,
+  request: ValidSearchRequest,
+  maxTasks: number,
+  profile: ExecutionProfile,
+) {
+  const units = workUnits(index, coverage);
+  const split = splitWork({
+    units: units.count,
+    group: units.group,
+    queries: request.queries.length,
+    dimension: index.dimension,
+    // Candidates per query a task may answer: the most, when the merge refines.
+    limit: (request.k + (request.offset ?? 0)) * (request.refineFactor ?? 1),
+    maxTasks: Math.min(request.maxTasks ?? maxTasks, maxTasks),
+    strategy: request.strategy ?? "auto",
+    // `select` columns or a flat group beside the index groups: the merge function runs anyway.
+    mergeInvoked: (request.select?.length ?? 0) > 0 || units.flat.length > 0,
+    profile,
+  });
+  return { units, split };
 }
 
 /**

@@ -7,11 +7,18 @@
 import { randomUUID } from "node:crypto";
 import pLimit from "p-limit";
 import { z } from "zod";
+import type { DatasetLocation } from "./dataset.js";
 import { FanoutError } from "./errors.js";
+import { chooseIndex, type IndexChoice } from "./index-choice.js";
 import { type Invoker, inProcessInvoker } from "./invoker.js";
+import type { Manifest } from "./manifest.js";
+import { splitPlan } from "./planner.js";
+import { parseSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
-import type { PreparedView, ViewTask, WarmTask } from "./tasks.js";
-import { versionViews } from "./version-views.js";
+import type { ExecutionProfile } from "./strategy.js";
+import type { PreparedView, ViewTask } from "./tasks.js";
+import { groupView, versionViews } from "./version-views.js";
+import type { ViewSpec } from "./views.js";
 
 export const prepareRequestSchema = z.strictObject({
   dataset: z.string().min(1).max(2048),
@@ -28,8 +35,9 @@ export interface PrepareResponse {
   /** Of those, views this call created (the others existed and were verified). */
   readonly created: number;
   /**
-   * Distinct segment-search environments that hold every view now (at most the deployment's
-   * `prepareEnvironments`; fewer when invokes finished fast enough to reach one twice).
+   * Distinct segment-search environments that hold the views of a typical query's plan now (at
+   * most the deployment's `prepareEnvironments`; fewer when invokes finished fast enough to
+   * reach one twice).
    */
   readonly environments: number;
   readonly ms: number;
@@ -38,13 +46,17 @@ export interface PrepareResponse {
 /** Views built at once: each is a few storage round trips, and they share the functions' concurrency. */
 const CONCURRENCY = 8;
 
+/** The k of a typical query, whose plan's views every environment loads. */
+const TYPICAL_K = 10;
+
 /**
  * Builds the views `auto` and `segments` plans of `version` (default: the latest) can use, for
  * every vector index and the unindexed tail, with the deployment's `maxTasks` and coverage; each
  * is verified and loaded where tasks run (one segment-search invoke per view on Lambda). Then
- * `prepareEnvironments` concurrent invokes load all of them into as many environments: a task
- * lands in whichever environment is free, and one that had to open its view itself would pay
- * the cold read prepare exists to take off the query path.
+ * `prepareEnvironments` concurrent invokes load the views of a typical query's plan into as
+ * many environments: a task lands in whichever environment is free, and one that had to open
+ * its view itself would pay the cold read prepare exists to take off the query path. Every
+ * width's views in every environment would hold the index once per width.
  */
 export async function prepare(
   request: PrepareRequest,
@@ -72,33 +84,60 @@ export async function prepare(
     version,
     schema: manifest.schema,
   };
-  const groups = [...specs.values()].map((spec) => ({
-    indexName: spec.indexName,
-    segments: [...spec.segments],
-    fragments: [...spec.fragments],
-  }));
   const limit = pLimit(CONCURRENCY);
   const prepared: PreparedView[] = await Promise.all(
-    groups.map((group) => {
-      const task: ViewTask = { ...pinned, ...group, prepare: true };
+    [...specs.values()].map((spec) => {
+      const task: ViewTask = { ...pinned, ...groupOf(spec), prepare: true };
       return limit(() => invoker.prepareView(task));
     }),
+  );
+  const typical = typicalViews(manifest, location, runtime, invoker.profile).map(groupOf);
+  const copies = typical.length === 0 ? 0 : runtime.config.prepareEnvironments;
+  const warmed = await Promise.all(
+    Array.from({ length: copies }, () => invoker.warmViews({ ...pinned, warm: typical })),
   );
   return {
     dataset: location.uri,
     version,
     views: prepared.length,
     created: prepared.filter((p) => p.created).length,
-    environments: await warmEnvironments(invoker, { ...pinned, warm: groups }, runtime),
+    environments: new Set(warmed.map((w) => w.environment)).size,
     ms: Math.round(performance.now() - started),
   };
 }
 
-/** Sends the warm task to `prepareEnvironments` environments at once; answers how many it reached. */
-async function warmEnvironments(invoker: Invoker, task: WarmTask, runtime: Runtime) {
-  if (task.warm.length === 0) return 0;
-  const copies = Array.from({ length: runtime.config.prepareEnvironments }, () =>
-    invoker.warmViews(task),
-  );
-  return new Set((await Promise.all(copies)).map((w) => w.environment)).size;
+function groupOf(spec: ViewSpec) {
+  return {
+    indexName: spec.indexName,
+    segments: [...spec.segments],
+    fragments: [...spec.fragments],
+  };
+}
+
+/**
+ * The views of the plan a typical query gets at this version: one vector, k = 10, `auto`, the
+ * deployment's coverage and `maxTasks`, the default index. None when such a query is refused.
+ */
+function typicalViews(
+  manifest: Manifest,
+  location: DatasetLocation,
+  runtime: Runtime,
+  profile: ExecutionProfile,
+): ViewSpec[] {
+  const { coverage, maxTasks } = runtime.config;
+  let index: IndexChoice;
+  try {
+    index = chooseIndex(manifest, { allowMissing: coverage === "fallback" });
+  } catch (err) {
+    if (err instanceof FanoutError) return [];
+    throw err;
+  }
+  if (coverage === "require" && index.unindexed.length > 0) return [];
+  const request = parseSearchRequest({
+    dataset: location.uri,
+    query: new Array<number>(index.dimension).fill(0),
+    k: TYPICAL_K,
+  });
+  const { units, split } = splitPlan(index, coverage, request, maxTasks, profile);
+  return [...split.groups, ...units.flat].map((g) => groupView(manifest, location, index.name, g));
 }

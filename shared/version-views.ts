@@ -32,17 +32,9 @@ export function versionViews(
   dataset: DatasetLocation,
   options: VersionViewsOptions,
 ): Map<string, ViewSpec> {
-  const contents = new Map(manifest.fragments.map((f) => [f.id, f.content]));
   const views = new Map<string, ViewSpec>();
   const add = (indexName: string, group: Pick<PlannedGroup, "segments" | "fragments">) => {
-    const spec: ViewSpec = {
-      dataset,
-      version: manifest.version,
-      indexName,
-      segments: group.segments,
-      fragments: group.fragments.map((id) => ({ id, content: contents.get(id) ?? "" })),
-      schema: manifest.schema,
-    };
+    const spec = groupView(manifest, dataset, indexName, group);
     views.set(viewName(spec), spec);
   };
   for (const choice of indexChoices(manifest)) {
@@ -60,6 +52,24 @@ export function versionViews(
     }
   }
   return views;
+}
+
+/** The view of one group of `manifest`'s version. */
+export function groupView(
+  manifest: Manifest,
+  dataset: DatasetLocation,
+  indexName: string,
+  group: Pick<PlannedGroup, "segments" | "fragments">,
+): ViewSpec {
+  const contents = new Map(manifest.fragments.map((f) => [f.id, f.content]));
+  return {
+    dataset,
+    version: manifest.version,
+    indexName,
+    segments: group.segments,
+    fragments: group.fragments.map((id) => ({ id, content: contents.get(id) ?? "" })),
+    schema: manifest.schema,
+  };
 }
 
 /** The index a request with this choice and coverage plans with, or none if it is refused. */

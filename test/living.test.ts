@@ -159,6 +159,7 @@ describe("prepare", () => {
     const first = await prepare({ dataset: own.uri }, { runtime: rt });
     expect(first.version).toBe(await own.table.version());
     expect(first.created).toBe(first.views);
+    expect(first.environments).toBe(1); // tasks run in this process
     expect(await count()).toBe(first.views);
     for (const strategy of ["auto", "segments", "single"] as const) {
       const response = await vectorSearch(
@@ -175,5 +176,33 @@ describe("prepare", () => {
     await expect(
       prepare({ dataset: own.uri, version: 999 }, { runtime: rt }),
     ).rejects.toMatchObject({ code: "VERSION_NOT_FOUND" });
+  });
+
+  test("renews lancedb's caches version after version instead of keeping every replaced view", async () => {
+    const own = await makeDataset({ rounds: [4000, 1500, 6000] });
+    // Renewed past twice their fresh size plus 1/64 of the index cache's bound: 1 MiB here.
+    const rt = await testRuntime({ LANCE_FANOUT_INDEX_CACHE_MB: "64" });
+    const held: number[] = [];
+    for (let commit = 0; commit < 18; commit++) {
+      // One row of one fragment: that fragment's views are replaced, under new URIs.
+      await own.table.delete(`id = ${(commit * 1_237) % 23_500}`);
+      await prepare({ dataset: own.uri }, { runtime: rt });
+      held.push(rt.views.cachedBytes);
+    }
+    // Without renewal they grow by each replaced view (~2 MB a commit here) towards lancedb's
+    // own bound (64 MiB); renewed, they stay within twice their fresh size plus the slack.
+    const bound = 2 * (held[0] ?? 0) + 1024 * 1024;
+    expect(Math.max(...held), `cached bytes per commit: ${held.join(", ")}`).toBeLessThan(bound);
+    const version = await own.table.version();
+    const response = await vectorSearch(
+      { dataset: own.uri, query: QUERIES, k: 10, nprobes: 2, strategy: "segments", maxTasks: 4 },
+      { runtime: rt },
+    );
+    for (const [i, q] of QUERIES.entries()) {
+      const native = await nativeSearch({ ...own, version }, q, 10, { nprobes: 2 });
+      expect(response.results.filter((r) => r._query_id === i).map((r) => r._rowid)).toEqual(
+        native.map((h) => h.rowid),
+      );
+    }
   });
 });

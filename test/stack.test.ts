@@ -143,7 +143,7 @@ describe("the local stack", () => {
     }
   });
 
-  test("prepare loads a version's views into every worker: no task of the next queries opens one", async () => {
+  test("prepare loads a typical query's views into every worker: no task of the next ones opens one", async () => {
     const fresh = await makeDataset({
       db: { uri: `s3://${stack.bucket}/everyworker`, storageOptions: stack.s3.storageOptions() },
       rounds: [3000, 2000, 2500],
@@ -160,10 +160,11 @@ describe("the local stack", () => {
     expect(prepared[0]?.created).toBeGreaterThan(0);
     const workers = Number(stack.env.LANCE_FANOUT_PREPARE_ENVIRONMENTS);
     expect(prepared[0]?.environments).toBe(workers);
+    // Typical queries (one vector, k = 10, `auto`), more at once than there are workers.
     const searches = () =>
       Promise.all(
-        [q0, q1, q0, q1].map((q) =>
-          httpSearch({ dataset: fresh.uri, query: q, k: 10, nprobes: 2, strategy: "segments" }),
+        Array.from({ length: workers + 2 }, (_, i) =>
+          httpSearch({ dataset: fresh.uri, query: i % 2 ? q1 : q0, k: 10, nprobes: 2 }),
         ),
       );
     // A task opening a view, or reading index files, reads under these keys: every worker
@@ -181,9 +182,8 @@ describe("the local stack", () => {
     expect(stack.s3.faulted).toEqual([]);
     const expected = await searches();
     for (const round of answers) {
-      expect(round.map((a) => a.status)).toEqual([200, 200, 200, 200]);
+      expect(round.map((a) => a.status)).toEqual(expected.map(() => 200));
       expect(round.map((a) => a.json.results)).toEqual(expected.map((a) => a.json.results));
-      expect(round[0]?.json.plan.tasks).toBeGreaterThan(1);
     }
   });
 

@@ -86,6 +86,28 @@ describe("segment views", () => {
     expect((await view.table.stats()).fragmentStats.numFragments).toBe(rows);
   });
 
+  test("firstRows are where each fragment's live rows start: prewarm's take reads every fragment", async () => {
+    const own = await makeDataset({
+      rounds: [3000, 2000],
+      deleteWhere: "id < 5 OR (id >= 12000 AND id < 12010)",
+    });
+    const runtime = await testRuntime();
+    const manifest = await readManifest(runtime.objects, own.uri, await own.table.version());
+    const perSegment = specOfSegments(manifest, runtime.resolveDataset(own.uri));
+    const [first] = perSegment;
+    if (!first) throw new Error("no segment");
+    const view = await runtime.views.open({
+      ...first,
+      segments: perSegment.flatMap((s) => s.segments).sort(),
+      fragments: perSegment.flatMap((s) => s.fragments).sort((a, b) => a.id - b.id),
+    });
+    const rows = await view.table
+      .takeOffsets([...view.firstRows])
+      .select(["id"])
+      .toArrow();
+    expect(Array.from(rows.getChild("id")?.toArray() ?? [], Number)).toEqual([5, 12_010, 15_000]);
+  });
+
   test("prewarm loads each view's index once, within the budget, and never when off", async () => {
     const [a, b] = specs;
     if (!a || !b) throw new Error("expected two segments");

@@ -40,6 +40,8 @@ export async function handler(event: unknown) {
       ...("segments" in task ? { segments: task.segments.length } : {}),
       viewCacheHits: runtime.views.hits,
       prewarmedBytes: runtime.views.prewarmedBytes,
+      cachedBytes: runtime.views.cachedBytes,
+      rssBytes: process.memoryUsage.rss(),
       ms: performance.now() - started,
     });
     return result;
