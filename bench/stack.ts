@@ -163,7 +163,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     LANCE_FANOUT_MAX_TASKS: "1000",
     LANCE_FANOUT_LOG: process.env.LANCE_FANOUT_LOG ?? "off",
     LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
-    // Prepare loads each version's views into every segment-search worker, as the local stack.
+    // Prepare loads a typical query's views into every segment-search worker, as the local stack.
     LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(options.workers),
     LANCE_FANOUT_PREWARM: options.prewarm,
     // A batch of 100 through the stack is tens of thousands of reads, which the single-threaded

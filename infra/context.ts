@@ -28,7 +28,7 @@ export const CONTEXT_KEYS = {
   viewCacheSize: "open views per execution environment (default 64)",
   coverage: "coverage of a request that sets none: require, fallback (default) or indexed-only",
   prepareEnvironments:
-    "segment-search environments prepare loads each version's views into (default maxTasks + 1)",
+    "segment-search environments prepare loads a typical query's views into (default maxTasks + 1)",
   prepareOnCommit: "true to prepare a dataset's views on each commit (EventBridge; default false)",
   prepareSchedule: 'when to prepare prepareDatasets, e.g. "rate(15 minutes)" (default never)',
   prepareDatasets: "comma-separated dataset URIs under datasets, prepared on prepareSchedule",

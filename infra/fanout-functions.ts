@@ -79,7 +79,7 @@ export interface FanoutFunctionsProps {
    */
   readonly coverage?: Coverage;
   /**
-   * Segment-search environments prepare loads each version's views into
+   * Segment-search environments prepare loads a typical query's views into
    * (`LANCE_FANOUT_PREPARE_ENVIRONMENTS`), within the segment-search's reservation.
    * @default maxTasks + 1, the most tasks one query runs at once
    */

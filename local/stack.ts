@@ -80,7 +80,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const segmentSearchConcurrency = limits.segmentSearch ?? 8;
     const env = {
       ...localEnv(s3.endpoint, `http://127.0.0.1:${lambdaPort}`, bucket),
-      // Every worker a task may land in: prepare loads each version's views into all of them.
+      // Every worker a task may land in: prepare loads a typical query's views into all of them.
       LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(segmentSearchConcurrency),
     };
     const bundles = await bundleFunctions();

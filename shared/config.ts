@@ -63,7 +63,7 @@ export interface FanoutConfig {
   /** Coverage of a request that sets none. @default "fallback" (native lancedb's behaviour) */
   readonly coverage: Coverage;
   /**
-   * Segment-search environments prepare loads every view of a version into, by that many
+   * Segment-search environments prepare loads a typical query's views into, by that many
    * concurrent invokes (each runs in an environment of its own). @default on Lambda `maxTasks`
    * + 1, the most tasks one query runs at once; elsewhere 1 (tasks run in this process)
    */

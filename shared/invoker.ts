@@ -36,7 +36,7 @@ export interface Invoker {
   merge(input: MergeInput, signal?: AbortSignal): Promise<MergeOutput>;
   /** Builds and warms one view where tasks run (`fanout prepare`). */
   prepareView(task: ViewTask): Promise<PreparedView>;
-  /** Opens and loads every view of a version in the environment the invoke reaches. */
+  /** Opens and loads a warm task's views in the environment the invoke reaches. */
   warmViews(task: WarmTask): Promise<Warmed>;
 }
 

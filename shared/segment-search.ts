@@ -32,12 +32,15 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
   }
 }
 
-/** Builds (or verifies) a task's view and loads its index into this process's cache. */
+/**
+ * Builds (or verifies) a task's view. Its index is not loaded here: this is one environment of
+ * many, which the next task of the view is unlikely to reach; warm tasks load the views a
+ * typical query needs into every environment.
+ */
 export async function prepareView(task: ViewTask, runtime: Runtime): Promise<PreparedView> {
   const spec = viewSpecOf(task, runtime.resolveDataset(task.dataset));
   const known = runtime.views.isOpen(spec);
   const view = await runtime.views.open(spec);
-  await runtime.views.prewarm(view);
   const created = view.created && !known;
   return { view: view.name, created, searchedSegments: view.searchedSegments };
 }

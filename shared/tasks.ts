@@ -43,7 +43,7 @@ const groupFields = {
 
 const viewFields = { ...versionFields, ...groupFields };
 
-/** Build (or verify) one view and load its index, before a query needs it (`fanout prepare`). */
+/** Build (or verify) one view before a query needs it (`fanout prepare`). */
 export const viewTaskSchema = z.strictObject({ ...viewFields, prepare: z.literal(true) });
 export type ViewTask = z.infer<typeof viewTaskSchema>;
 
@@ -57,9 +57,9 @@ export const preparedViewSchema = z.strictObject({
 export type PreparedView = z.infer<typeof preparedViewSchema>;
 
 /**
- * Open (verify) and load every view of a version in one execution environment, once the views
- * exist. Prepare sends several at once: concurrent invokes run in distinct environments, so each
- * of them holds every view before a query's task lands there.
+ * Open (verify) and load some views of a version (a typical query's) in one execution
+ * environment, once they exist. Prepare sends several at once: concurrent invokes run in distinct
+ * environments, so each of them holds the views before a query's task lands there.
  */
 export const warmTaskSchema = z.strictObject({
   ...versionFields,

@@ -120,9 +120,9 @@ interface Generation {
 }
 
 /**
- * Caches are renewed only once they hold more than twice their fresh size plus this share of
- * the index cache's bound (16 MiB in a segment-search of 2048 MB), so that small caches are not
- * reloaded on every commit.
+ * Caches are renewed once they hold more than their fresh size plus this share of the index
+ * cache's bound (16 MiB in a segment-search of 2048 MB), so that they are not reloaded on every
+ * commit that replaces a view.
  */
 const RENEW_SLACK = 1 / 64;
 
@@ -162,8 +162,8 @@ export class ViewCache {
   /**
    * Opens and loads every view of `specs` (a version's views, from a warm task), at most
    * `concurrency` at once; answers how many were not open yet. First it starts a new
-   * generation of lancedb caches when they hold over twice what the open views needed when
-   * they were last loaded afresh: lancedb keys its caches by view URI and evicts only at their
+   * generation of lancedb caches when they hold more than the slack over what the open views
+   * needed when they were last loaded afresh: lancedb keys its caches by view URI and evicts only at their
    * size bound, so the views each commit replaces would otherwise stay until then, hundreds of
    * MiB in a segment-search after a few hundred commits (bench/README.md). The views are then
    * loaded again into the new caches, off the query path. The old generation is not closed: a
@@ -171,7 +171,7 @@ export class ViewCache {
    */
   async openAll(specs: readonly ViewSpec[], concurrency: number): Promise<number> {
     const slack = this.#config.indexCacheBytes * RENEW_SLACK;
-    const renewed = this.cachedBytes > 2 * this.#freshBytes + slack;
+    const renewed = this.cachedBytes > this.#freshBytes + slack;
     if (renewed) {
       this.#warmedViews.clear();
       this.#warmedSegments.clear();
@@ -432,9 +432,9 @@ const OWN_INDEX_FILES: ReadonlySet<string> = new Set(["IvfRq"]);
  * Runs a full garbage collection, then the finalizers it queued. lancedb frees a session (and
  * every cache entry in it) only when the JavaScript handles of the session, its connections and
  * tables are collected, and V8 does not see the native memory behind them: a segment-search,
- * which allocates little JavaScript, would otherwise keep old generations for hundreds of
- * commits (measured: +10 MiB per commit and worker). Node exposes `gc` only behind a flag,
- * which can be set at run time.
+ * which allocates little JavaScript, otherwise kept the old generations (31 commits of the
+ * living bench: +10 MiB per commit and worker). Node exposes `gc` only behind a flag, which can
+ * be set at run time.
  */
 async function collectGarbage(): Promise<void> {
   gc ??= exposeGc();

@@ -1,7 +1,7 @@
 /**
  * The segment-search function: one task, one lancedb search over the group's segment view; or,
- * for `fanout prepare`, one view built and loaded before a query needs it, or every view of a
- * version loaded in this environment. Answers the task's candidates (or what preparing did), or
+ * for `fanout prepare`, one view built and loaded before a query needs it, or a typical query's
+ * views loaded in this environment. Answers the task's candidates (or what preparing did), or
  * an error body for a failure it understands.
  */
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
