@@ -109,14 +109,18 @@ export function dropPredicate(live: readonly number[], keep: ReadonlySet<number>
 }
 
 /**
- * lancedb's caches, the connections that fill them and the views opened through those: one
- * generation at a time (see {@link ViewCache.renewCaches}).
+ * lancedb's caches, the connections that fill them, the views opened through those and what
+ * was loaded into them: one generation at a time (see {@link ViewCache.openAll}).
  */
 interface Generation {
   /** One lancedb cache for every view of the generation, bounded by the configured sizes. */
   readonly session: Session;
   readonly connections: Map<string, Promise<Connection>>;
   readonly views: LRUCache<string, Promise<OpenView>>;
+  /** Segments of the open views this process prewarmed (started), by view name. */
+  readonly warmedViews: Map<string, readonly string[]>;
+  /** Prewarmed segments: their bytes and how many open prewarmed views hold them. */
+  readonly warmedSegments: Map<string, { bytes: number; views: number }>;
 }
 
 /**
@@ -133,10 +137,6 @@ export class ViewCache {
   /** What the caches held right after the last renewal had loaded a version's views. */
   #freshBytes = 0;
   #hits = 0;
-  /** Segments of the open views this process prewarmed (started), by view name. */
-  readonly #warmedViews = new Map<string, readonly string[]>();
-  /** Prewarmed segments: their bytes and how many open prewarmed views hold them. */
-  readonly #warmedSegments = new Map<string, { bytes: number; views: number }>();
 
   constructor(config: FanoutConfig, objects: ObjectStore) {
     this.#config = config;
@@ -145,36 +145,40 @@ export class ViewCache {
   }
 
   #newGeneration(): Generation {
-    const views = new LRUCache<string, Promise<OpenView>>({
-      max: this.#config.viewCacheSize,
-      dispose: (view, name) => {
-        this.#release(name);
-        void view.then((v) => v.table.close()).catch(() => {});
-      },
-    });
-    const session = new Session(
-      BigInt(Math.floor(this.#config.indexCacheBytes)),
-      BigInt(Math.floor(this.#config.metadataCacheBytes)),
-    );
-    return { session, connections: new Map(), views };
+    const generation: Generation = {
+      session: new Session(
+        BigInt(Math.floor(this.#config.indexCacheBytes)),
+        BigInt(Math.floor(this.#config.metadataCacheBytes)),
+      ),
+      connections: new Map(),
+      views: new LRUCache({
+        max: this.#config.viewCacheSize,
+        dispose: (view, name) => {
+          release(generation, name);
+          void view.then((v) => v.table.close()).catch(() => {});
+        },
+      }),
+      warmedViews: new Map(),
+      warmedSegments: new Map(),
+    };
+    return generation;
   }
 
   /**
    * Opens and loads every view of `specs` (a version's views, from a warm task), at most
    * `concurrency` at once; answers how many were not open yet. First it starts a new
    * generation of lancedb caches when they hold more than the slack over what the open views
-   * needed when they were last loaded afresh: lancedb keys its caches by view URI and evicts only at their
-   * size bound, so the views each commit replaces would otherwise stay until then, hundreds of
-   * MiB in a segment-search after a few hundred commits (bench/README.md). The views are then
-   * loaded again into the new caches, off the query path. The old generation is not closed: a
-   * search still using one of its views finishes, and lancedb frees it once unreferenced.
+   * needed when they were last loaded afresh: lancedb keys its caches by view URI and evicts
+   * only at their size bound, so the views each commit replaces would otherwise stay until
+   * then, hundreds of MiB in a segment-search after a few hundred commits (bench/README.md).
+   * The views are then loaded again into the new caches, off the query path. The old
+   * generation is not closed: a search still using one of its views finishes, and lancedb
+   * frees it once unreferenced.
    */
   async openAll(specs: readonly ViewSpec[], concurrency: number): Promise<number> {
     const slack = this.#config.indexCacheBytes * RENEW_SLACK;
     const renewed = this.cachedBytes > this.#freshBytes + slack;
     if (renewed) {
-      this.#warmedViews.clear();
-      this.#warmedSegments.clear();
       this.#generation = this.#newGeneration();
       await collectGarbage();
     }
@@ -199,7 +203,7 @@ export class ViewCache {
    */
   get prewarmedBytes(): number {
     let sum = 0;
-    for (const { bytes } of this.#warmedSegments.values()) sum += bytes;
+    for (const { bytes } of this.#generation.warmedSegments.values()) sum += bytes;
     return sum;
   }
 
@@ -212,25 +216,27 @@ export class ViewCache {
    * later search tries again.
    */
   async prewarm(view: OpenView): Promise<void> {
-    if (this.#config.prewarm === "off" || this.#warmedViews.has(view.name)) return;
+    const generation = this.#generation;
+    const { warmedViews, warmedSegments } = generation;
+    if (this.#config.prewarm === "off" || warmedViews.has(view.name)) return;
     // None: a flat group's view (no index segment) or sizes the manifest does not record.
     const segments = [...(view.segmentBytes ?? [])];
     let added = 0;
-    for (const [uuid, size] of segments) if (!this.#warmedSegments.has(uuid)) added += size;
+    for (const [uuid, size] of segments) if (!warmedSegments.has(uuid)) added += size;
     if (this.prewarmedBytes + added > this.#config.indexCacheBytes * 0.8) return;
-    this.#warmedViews.set(
+    warmedViews.set(
       view.name,
       segments.map(([uuid]) => uuid),
     );
     for (const [uuid, size] of segments) {
-      const entry = this.#warmedSegments.get(uuid) ?? { bytes: size, views: 0 };
+      const entry = warmedSegments.get(uuid) ?? { bytes: size, views: 0 };
       entry.views++;
-      this.#warmedSegments.set(uuid, entry);
+      warmedSegments.set(uuid, entry);
     }
     const index = segments.length > 0 ? view.table.prewarmIndex(view.indexName) : undefined;
     // A failed prewarm only costs speed: searches read from storage as they would without it.
     await Promise.all([
-      index?.catch(() => this.#release(view.name)),
+      index?.catch(() => release(generation, view.name)),
       readFooters(view).catch(() => {}),
     ]);
   }
@@ -268,14 +274,6 @@ export class ViewCache {
   /** Forgets an open view (e.g. its files were collected): the next open verifies it anew. */
   evict(view: OpenView): void {
     this.#generation.views.delete(view.name);
-  }
-
-  #release(name: string): void {
-    for (const uuid of this.#warmedViews.get(name) ?? []) {
-      const entry = this.#warmedSegments.get(uuid);
-      if (entry && --entry.views === 0) this.#warmedSegments.delete(uuid);
-    }
-    this.#warmedViews.delete(name);
   }
 
   async #ensure(name: string, spec: ViewSpec): Promise<OpenView> {
@@ -447,6 +445,15 @@ let gc: (() => void) | undefined;
 function exposeGc(): () => void {
   setFlagsFromString("--expose-gc");
   return runInNewContext("gc") as () => void;
+}
+
+/** Forgets that a view was prewarmed: it gives back its segments (unless other views hold them). */
+function release(generation: Generation, name: string): void {
+  for (const uuid of generation.warmedViews.get(name) ?? []) {
+    const entry = generation.warmedSegments.get(uuid);
+    if (entry && --entry.views === 0) generation.warmedSegments.delete(uuid);
+  }
+  generation.warmedViews.delete(name);
 }
 
 /** What {@link ViewCache} learns from a view's manifest when it restricts and verifies it. */
