@@ -12,7 +12,7 @@ import { rescore } from "./refine.js";
 import type { Runtime } from "./runtime.js";
 import { prepareView, searchSegments, warmViews } from "./segment-search.js";
 import type { ExecutionProfile } from "./strategy.js";
-import { isNotFound, type Table } from "./tables.js";
+import { isNotFound, readFooters, startsOf, type Table } from "./tables.js";
 import type {
   MergeInput,
   MergeOutput,
@@ -79,6 +79,17 @@ function refined(
   });
 }
 
+/**
+ * Reads the footers of the pinned version's data files where merges run (this process): a
+ * merge that refines or selects columns then reads its candidates' rows at once.
+ */
+async function warmMerge(task: WarmTask, runtime: Runtime): Promise<void> {
+  const location = runtime.resolveDataset(task.dataset);
+  const table = await runtime.tables.at(location, task.version);
+  const manifest = await runtime.manifests.read(location.uri, task.version);
+  await readFooters(table, startsOf(manifest.fragments.map((f) => f.liveRows)));
+}
+
 /** Calls the shared modules directly, in this process. */
 export function inProcessInvoker(runtime: Runtime): Invoker {
   return {
@@ -86,7 +97,11 @@ export function inProcessInvoker(runtime: Runtime): Invoker {
     profile: { parallelism: availableParallelism(), invokeMs: 0, maxPayloadBytes: Infinity },
     searchSegments: (task) => searchSegments(task, runtime),
     prepareView: (task) => prepareView(task, runtime),
-    warmViews: (task) => warmViews(task, runtime),
+    warmViews: async (task) => {
+      const warmed = await warmViews(task, runtime);
+      await warmMerge(task, runtime);
+      return warmed;
+    },
     merge: (input) => runMerge(input, runtime),
   };
 }

@@ -4,7 +4,7 @@
  * @module
  */
 import * as lancedb from "@lancedb/lancedb";
-import type { Schema } from "apache-arrow";
+import { DataType, type Schema } from "apache-arrow";
 import { LRUCache } from "lru-cache";
 import type { S3Config } from "./config.js";
 import { type DatasetLocation, storageOptions } from "./dataset.js";
@@ -166,4 +166,30 @@ export class TableCache {
 export function isNotFound(err: unknown): boolean {
   const message = err instanceof Error ? err.message : String(err);
   return /not found|NoSuchBucket|NoSuchKey|does not exist/i.test(message);
+}
+
+/** Offsets (Lance's take order: fragments as the manifest lists them) of each first row. */
+export function startsOf(liveRows: readonly number[]): number[] {
+  let offset = 0;
+  return liveRows.map((rows) => {
+    const start = offset;
+    offset += rows;
+    return start;
+  });
+}
+
+/**
+ * Takes the row at each of `firstRows` (one per fragment), vector columns only: Lance then
+ * holds each data file's footer (and deletion file) in its metadata cache, and a later read of
+ * the fragment (refine, a flat scan) goes straight to its rows.
+ */
+export async function readFooters(table: Table, firstRows: readonly number[]): Promise<void> {
+  const vectors = (await table.schema()).fields
+    .filter((f) => DataType.isFixedSizeList(f.type))
+    .map((f) => f.name);
+  if (vectors.length === 0 || firstRows.length === 0) return;
+  await table
+    .takeOffsets([...firstRows])
+    .select(vectors)
+    .toArrow();
 }

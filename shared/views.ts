@@ -14,7 +14,6 @@
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { Session } from "@lancedb/lancedb";
-import { DataType } from "apache-arrow";
 import { LRUCache } from "lru-cache";
 import pLimit from "p-limit";
 import type { FanoutConfig } from "./config.js";
@@ -23,7 +22,7 @@ import { FanoutError } from "./errors.js";
 import { digest, type ManifestSegment } from "./manifest.js";
 import { readManifest } from "./manifest-store.js";
 import type { ObjectStore } from "./objects.js";
-import { type Connection, connectDatabase, type Table } from "./tables.js";
+import { type Connection, connectDatabase, readFooters, startsOf, type Table } from "./tables.js";
 
 /** One fragment of a group, with the digest of what it holds (`ManifestFragment.content`). */
 export interface ViewFragment {
@@ -237,7 +236,7 @@ export class ViewCache {
     // A failed prewarm only costs speed: searches read from storage as they would without it.
     await Promise.all([
       index?.catch(() => release(generation, view.name)),
-      readFooters(view).catch(() => {}),
+      readFooters(view.table, view.firstRows).catch(() => {}),
     ]);
   }
 
@@ -460,31 +459,6 @@ function release(generation: Generation, name: string): void {
 interface Restricted {
   readonly group: ManifestSegment[];
   readonly firstRows: number[];
-}
-
-/** Offsets (Lance's take order: fragments as the manifest lists them) of each first row. */
-function startsOf(liveRows: readonly number[]): number[] {
-  let offset = 0;
-  return liveRows.map((rows) => {
-    const start = offset;
-    offset += rows;
-    return start;
-  });
-}
-
-/**
- * Takes the first row of every fragment, vector columns only: Lance then holds each data file's
- * footer in its metadata cache, and a task's reads of the fragment go straight to the rows.
- */
-async function readFooters(view: OpenView): Promise<void> {
-  const vectors = (await view.table.schema()).fields
-    .filter((f) => DataType.isFixedSizeList(f.type))
-    .map((f) => f.name);
-  if (vectors.length === 0 || view.firstRows.length === 0) return;
-  await view.table
-    .takeOffsets([...view.firstRows])
-    .select(vectors)
-    .toArrow();
 }
 
 function segmentBytes(segments: readonly ManifestSegment[]): Map<string, number> | null {
