@@ -1117,8 +1117,8 @@ describe("validation", () => {
     [{ gcGrace: Duration.seconds(1000) }, /Expected gcGrace to be whole minutes/],
     [{ gcKeepVersions: 0 }, /gcKeepVersions to be an integer 1..1000/],
     [
-      { prepareEnvironments: 50, segmentSearch: { reservedConcurrency: 40 } },
-      /prepareEnvironments \(50\) exceeds the segment-search reservation \(40\)/,
+      { prepareEnvironments: 100, maxTasks: 1 },
+      /prepareEnvironments \(100\) exceeds the segment-search reservation \(80\)/,
     ],
     [{ gc: { timeout: Duration.minutes(16) } }, /gc.timeout to be 1..900 seconds/],
     [
