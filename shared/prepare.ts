@@ -1,7 +1,8 @@
 /**
- * Prepare: build, verify and load the views a version's plans will use, before its first query
- * (`fanout prepare`, and on AWS on every commit or on a schedule). Views are named by content,
- * so after a commit only the groups it changed get new views; the rest exist and are verified.
+ * Prepare: build and verify the views a version's plans will use, and load a typical query's
+ * into every environment, before its first query (`fanout prepare`, and on AWS on every commit
+ * or on a schedule). Views are named by content, so after a commit only the groups it changed
+ * get new views; the rest exist and are verified.
  * @module
  */
 import { randomUUID } from "node:crypto";
@@ -52,7 +53,7 @@ const TYPICAL_K = 10;
 /**
  * Builds the views `auto` and `segments` plans of `version` (default: the latest) can use, for
  * every vector index and the unindexed tail, with the deployment's `maxTasks` and coverage; each
- * is verified and loaded where tasks run (one segment-search invoke per view on Lambda). Then
+ * is built or verified where tasks run (one segment-search invoke per view on Lambda). Then
  * `prepareEnvironments` concurrent invokes load the views of a typical query's plan into as
  * many environments: a task lands in whichever environment is free, and one that had to open
  * its view itself would pay the cold read prepare exists to take off the query path. Every
