@@ -18,7 +18,7 @@ import { parseSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
 import type { ExecutionProfile } from "./strategy.js";
 import type { PreparedView, ViewTask } from "./tasks.js";
-import { groupView, versionViews } from "./version-views.js";
+import { groupViews, versionViews } from "./version-views.js";
 import type { ViewSpec } from "./views.js";
 
 export const prepareRequestSchema = z.strictObject({
@@ -140,5 +140,6 @@ function typicalViews(
     k: TYPICAL_K,
   });
   const { units, split } = splitPlan(index, coverage, request, maxTasks, profile);
-  return [...split.groups, ...units.flat].map((g) => groupView(manifest, location, index.name, g));
+  const viewOf = groupViews(manifest, location);
+  return [...split.groups, ...units.flat].map((group) => viewOf(index.name, group));
 }

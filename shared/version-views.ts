@@ -33,8 +33,9 @@ export function versionViews(
   options: VersionViewsOptions,
 ): Map<string, ViewSpec> {
   const views = new Map<string, ViewSpec>();
+  const viewOf = groupViews(manifest, dataset);
   const add = (indexName: string, group: Pick<PlannedGroup, "segments" | "fragments">) => {
-    const spec = groupView(manifest, dataset, indexName, group);
+    const spec = viewOf(indexName, group);
     views.set(viewName(spec), spec);
   };
   for (const choice of indexChoices(manifest)) {
@@ -54,22 +55,20 @@ export function versionViews(
   return views;
 }
 
-/** The view of one group of `manifest`'s version. */
-export function groupView(
+/** The view of a group of `manifest`'s version, for each group asked. */
+export function groupViews(
   manifest: Manifest,
   dataset: DatasetLocation,
-  indexName: string,
-  group: Pick<PlannedGroup, "segments" | "fragments">,
-): ViewSpec {
+): (indexName: string, group: Pick<PlannedGroup, "segments" | "fragments">) => ViewSpec {
   const contents = new Map(manifest.fragments.map((f) => [f.id, f.content]));
-  return {
+  return (indexName, group) => ({
     dataset,
     version: manifest.version,
     indexName,
     segments: group.segments,
     fragments: group.fragments.map((id) => ({ id, content: contents.get(id) ?? "" })),
     schema: manifest.schema,
-  };
+  });
 }
 
 /** The index a request with this choice and coverage plans with, or none if it is refused. */

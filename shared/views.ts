@@ -430,7 +430,7 @@ const OWN_INDEX_FILES: ReadonlySet<string> = new Set(["IvfRq"]);
  * every cache entry in it) only when the JavaScript handles of the session, its connections and
  * tables are collected, and V8 does not see the native memory behind them: a segment-search,
  * which allocates little JavaScript, otherwise kept the old generations (31 commits of the
- * living bench: +10 MiB per commit and worker). Node exposes `gc` only behind a flag, which can
+ * living bench: +8.7 MiB per commit and worker). Node exposes `gc` only behind a flag, which can
  * be set at run time.
  */
 async function collectGarbage(): Promise<void> {
