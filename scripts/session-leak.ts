@@ -14,7 +14,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as lancedb from "@lancedb/lancedb";
-import { Command } from "commander";
+import { Command, InvalidArgumentError } from "commander";
 import { environment } from "../bench/env.js";
 import { mulberry32 } from "../local/random.js";
 import { startLocalS3 } from "../local/s3.js";
@@ -36,17 +36,18 @@ async function main(): Promise<void> {
   const { cycles, storageOption } = new Command("session-leak")
     .option("--cycles <n>", "cycles per mode", positiveInteger, 40)
     .option(
-      "--storage-option <key=value...>",
-      "extra lancedb storage options for the probe's reads, e.g. pool_max_idle_per_host=8",
+      "--storage-option <key=value>",
+      "an extra lancedb storage option for the probe's reads (repeatable)",
+      keyValue,
+      {},
     )
     .parse()
-    .opts<{ cycles: number; storageOption?: string[] }>();
+    .opts<{ cycles: number; storageOption: Record<string, string> }>();
   process.env.AWS_EC2_METADATA_DISABLED = "true";
   const directory = await mkdtemp(join(tmpdir(), "session-leak-"));
   const s3 = await startLocalS3({ directory, buckets: [BUCKET] });
   try {
-    const extra = (storageOption ?? []).map((o) => o.split("=", 2) as [string, string]);
-    const storageOptions = { ...s3.storageOptions(), ...Object.fromEntries(extra) };
+    const storageOptions = { ...s3.storageOptions(), ...storageOption };
     const uri = `s3://${BUCKET}/db`;
     await build(uri, storageOptions);
     console.log(
@@ -57,6 +58,12 @@ async function main(): Promise<void> {
     await s3.stop();
     await rm(directory, { recursive: true, force: true });
   }
+}
+
+function keyValue(value: string, previous: Record<string, string>): Record<string, string> {
+  const at = value.indexOf("=");
+  if (at < 1) throw new InvalidArgumentError("expected key=value");
+  return { ...previous, [value.slice(0, at)]: value.slice(at + 1) };
 }
 
 /** 20,000 random 64-d vectors with an IVF_PQ index. */
