@@ -12,7 +12,7 @@ import { rescore } from "./refine.js";
 import type { Runtime } from "./runtime.js";
 import { prepareView, searchSegments, warmViews } from "./segment-search.js";
 import type { ExecutionProfile } from "./strategy.js";
-import { isNotFound, readFooters, startsOf, type Table } from "./tables.js";
+import { firstRowsOf, isNotFound, readFooters, type Table } from "./tables.js";
 import type {
   MergeInput,
   MergeOutput,
@@ -87,7 +87,7 @@ async function warmMerge(task: WarmTask, runtime: Runtime): Promise<void> {
   const location = runtime.resolveDataset(task.dataset);
   const table = await runtime.tables.at(location, task.version);
   const manifest = await runtime.manifests.read(location.uri, task.version);
-  await readFooters(table, startsOf(manifest.fragments.map((f) => f.liveRows)));
+  await readFooters(table, firstRowsOf(manifest.fragments));
 }
 
 /** Calls the shared modules directly, in this process. */

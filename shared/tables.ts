@@ -168,12 +168,15 @@ export function isNotFound(err: unknown): boolean {
   return /not found|NoSuchBucket|NoSuchKey|does not exist/i.test(message);
 }
 
-/** Offsets (Lance's take order: fragments as the manifest lists them) of each first row. */
-export function startsOf(liveRows: readonly number[]): number[] {
+/**
+ * Offset of each fragment's first live row, in Lance's take order (fragments as the manifest
+ * lists them): where {@link readFooters} reads.
+ */
+export function firstRowsOf(fragments: readonly { readonly liveRows: number }[]): number[] {
   let offset = 0;
-  return liveRows.map((rows) => {
+  return fragments.map(({ liveRows }) => {
     const start = offset;
-    offset += rows;
+    offset += liveRows;
     return start;
   });
 }

@@ -22,7 +22,13 @@ import { FanoutError } from "./errors.js";
 import { digest, type ManifestSegment } from "./manifest.js";
 import { readManifest } from "./manifest-store.js";
 import type { ObjectStore } from "./objects.js";
-import { type Connection, connectDatabase, readFooters, startsOf, type Table } from "./tables.js";
+import {
+  type Connection,
+  connectDatabase,
+  firstRowsOf,
+  readFooters,
+  type Table,
+} from "./tables.js";
 
 /** One fragment of a group, with the digest of what it holds (`ManifestFragment.content`). */
 export interface ViewFragment {
@@ -129,7 +135,7 @@ interface Generation {
  * dropped session's S3 object store, its HTTP client and pooled connections
  * (`scripts/session-leak.ts`). Renewing less often does not help: at 1/16 of the bound (and at
  * least the fresh size) 60 commits of the living bench grew the workers as much (+29% against
- * +25%), the replaced views' entries taking the place of the sessions left behind.
+ * +25%), presumably the replaced views' entries taking the place of the sessions left behind.
  */
 const RENEW_SLACK = 1 / 64;
 
@@ -352,7 +358,7 @@ export class ViewCache {
       );
       const live = [...held.keys()];
       if (live.length === keep.size && others.size === 0) {
-        return { group, firstRows: startsOf(manifest.fragments.map((f) => f.liveRows)) };
+        return { group, firstRows: firstRowsOf(manifest.fragments) };
       }
       if (attempt > 0) await table.checkoutLatest();
       try {
