@@ -131,11 +131,12 @@ interface Generation {
 /**
  * Caches are renewed once they hold more than their fresh size plus this share of the index
  * cache's bound (16 MiB in a segment-search of 2048 MB), so that they are not reloaded on every
- * commit that replaces a view. Each renewal leaves 1-3 MiB behind: lancedb 0.31 never frees a
- * dropped session's S3 object store, its HTTP client and pooled connections
- * (`scripts/session-leak.ts`). Renewing less often does not help: at 1/16 of the bound (and at
- * least the fresh size) 60 commits of the living bench grew the workers as much (+29% against
- * +25%), presumably the replaced views' entries taking the place of the sessions left behind.
+ * commit that replaces a view. Each renewal leaves about 1 MiB behind: lancedb 0.31 never frees
+ * a dropped session's S3 object store with the connections still pooled in it
+ * (`scripts/session-leak.ts`). Renewing less often does not help, the replaced views' entries
+ * staying instead: at 1/16 of the bound (and at least the fresh size) 60 commits of the living
+ * bench grew the workers as much (+29% against +25%), at half the bound a worker had grown
+ * 131 MiB by its first renewal (bench/results/experiments).
  */
 const RENEW_SLACK = 1 / 64;
 
