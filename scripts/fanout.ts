@@ -3,7 +3,7 @@
  * The `fanout` command line: serve the local stack, search, plan, prepare views, collect dead
  * views, make datasets.
  */
-import { Command, InvalidArgumentError, Option } from "commander";
+import { Command, Option } from "commander";
 import { toFanoutError } from "../shared/errors.js";
 import {
   gcCommand,
@@ -14,15 +14,10 @@ import {
   serveCommand,
   useLocalStack,
 } from "./commands.js";
+import { wholeNumber } from "./positive-integer.js";
 
 // Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
-
-const integer = (value: string) => {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError("expected a whole number");
-  return n;
-};
 
 const program = new Command("fanout")
   .description("Serverless fan-out vector search over a Lance dataset")
@@ -34,21 +29,21 @@ const program = new Command("fanout")
 program
   .command("serve")
   .description("run the local stack (S3, Lambda endpoint, HTTP API) with a demo dataset")
-  .option("--port <n>", "HTTP API port (env PORT)", integer, Number(process.env.PORT ?? 3000))
+  .option("--port <n>", "HTTP API port (env PORT)", wholeNumber, Number(process.env.PORT ?? 3000))
   .option(
     "--s3-port <n>",
     "local S3 port (env LANCE_FANOUT_S3_PORT)",
-    integer,
+    wholeNumber,
     Number(process.env.LANCE_FANOUT_S3_PORT ?? 4569),
   )
   .option(
     "--lambda-port <n>",
     "local Lambda port (env LANCE_FANOUT_LAMBDA_PORT)",
-    integer,
+    wholeNumber,
     Number(process.env.LANCE_FANOUT_LAMBDA_PORT ?? 9001),
   )
   .option("--data-dir <dir>", "where the local S3 keeps its data", ".data")
-  .option("--rows <n>", "rows of the demo dataset", integer, 200_000)
+  .option("--rows <n>", "rows of the demo dataset", wholeNumber, 200_000)
   .option("--no-freeze", "keep idle function workers running (Lambda freezes them)")
   .action(serveCommand);
 
@@ -56,16 +51,16 @@ const requestOptions = (command: Command) =>
   command
     .requiredOption("--dataset <uri>", "s3://bucket/prefix/name.lance or a local path")
     .option("--query <json>", "a vector or matrix as JSON, or @file.json; default: a random vector")
-    .option("-k, --k <n>", "results per query", integer, 10)
+    .option("-k, --k <n>", "results per query", wholeNumber, 10)
     .option("--column <name>", "vector column")
     .option("--index-name <name>", "vector index")
-    .option("--version <n>", "dataset version", integer)
+    .option("--version <n>", "dataset version", wholeNumber)
     .option("--filter <sql>", "SQL predicate applied before nearest-neighbour selection")
-    .option("--nprobes <n>", "IVF partitions probed per segment", integer)
-    .option("--refine-factor <n>", "exact re-ranking factor", integer)
-    .option("--max-tasks <n>", "upper bound on tasks", integer)
+    .option("--nprobes <n>", "IVF partitions probed per segment", wholeNumber)
+    .option("--refine-factor <n>", "exact re-ranking factor", wholeNumber)
+    .option("--max-tasks <n>", "upper bound on tasks", wholeNumber)
     .option("--select <columns>", "comma-separated extra columns")
-    .option("--offset <n>", "ranks to skip per query", integer)
+    .option("--offset <n>", "ranks to skip per query", wholeNumber)
     .option("--coverage <mode>", "require, fallback or indexed-only")
     .option("--strategy <name>", "auto, single, segments, queries or hybrid");
 
@@ -88,7 +83,7 @@ program
   .command("prepare")
   .description("build and load the views a version's plans use, before its first query")
   .requiredOption("--dataset <uri>", "s3://bucket/prefix/name.lance or a local path")
-  .option("--version <n>", "dataset version (default: the latest)", integer)
+  .option("--version <n>", "dataset version (default: the latest)", wholeNumber)
   .addOption(
     new Option("--via <mode>", "in-process, or a prepare invoke of the planner function")
       .choices(["local", "lambda"])
@@ -106,12 +101,12 @@ program
   .option(
     "--keep-versions <n>",
     "versions whose views stay (env LANCE_FANOUT_GC_KEEP_VERSIONS, 3)",
-    integer,
+    wholeNumber,
   )
   .option(
     "--grace-minutes <n>",
     "views younger than this stay; over 15 (env LANCE_FANOUT_GC_GRACE_MINUTES, 60)",
-    integer,
+    wholeNumber,
   )
   .addOption(
     new Option("--via <mode>", "in-process, or an invoke of the gc function")
@@ -126,9 +121,9 @@ program
   .description("build a demo or benchmark dataset (local directory or s3://)")
   .requiredOption("--db <uri>", "database directory or s3://bucket/prefix")
   .option("--table <name>", "table name", "demo")
-  .option("--rows <n>", "rows, exactly", integer, 200_000)
-  .option("--dimension <n>", "vector dimension (a multiple of 8)", integer, 64)
-  .option("--segments <n>", "index segments, exactly", integer, 8)
+  .option("--rows <n>", "rows, exactly", wholeNumber, 200_000)
+  .option("--dimension <n>", "vector dimension (a multiple of 8)", wholeNumber, 64)
+  .option("--segments <n>", "index segments, exactly", wholeNumber, 8)
   .action(makeDatasetCommand);
 
 program.option(

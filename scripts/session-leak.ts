@@ -26,14 +26,14 @@ import { environment } from "../bench/env.js";
 import { mulberry32 } from "../local/random.js";
 import { startLocalS3 } from "../local/s3.js";
 import { collectGarbage } from "../shared/views.js";
-import { positiveInteger } from "./positive-integer.js";
+import { positiveInteger, wholeNumber } from "./positive-integer.js";
 
 const BUCKET = "probe";
 const DIM = 64;
 const MODES = ["renew", "keep", "view"] as const;
 /** Where `view` clones go: beside the dataset, as the product's view prefix is. */
 const VIEWS = `s3://${BUCKET}/views`;
-/** lancedb's index cache in `view` mode: below one load of the probe's index (~2 MiB counted). */
+/** lancedb's index cache in `view` mode: smaller than one load of the probe's index. */
 const VIEW_INDEX_CACHE = 1 << 20;
 
 interface Probe {
@@ -47,7 +47,7 @@ interface Probe {
 async function main(): Promise<void> {
   const { cycles, pauseMs, storageOption } = new Command("session-leak")
     .option("--cycles <n>", "cycles per mode", positiveInteger, 40)
-    .option("--pause-ms <n>", "idle time before each cycle's close", nonNegativeInteger, 0)
+    .option("--pause-ms <n>", "idle time before each cycle's close", wholeNumber, 0)
     .option(
       "--storage-option <key=value>",
       "an extra lancedb storage option for the probe's reads (repeatable)",
@@ -73,10 +73,6 @@ async function main(): Promise<void> {
     await s3.stop();
     await rm(directory, { recursive: true, force: true });
   }
-}
-
-function nonNegativeInteger(value: string): number {
-  return value === "0" ? 0 : positiveInteger(value);
 }
 
 function keyValue(value: string, previous: Record<string, string>): Record<string, string> {
@@ -155,11 +151,17 @@ async function openCycleTable(
   const name = `v${cycle}`;
   // lancedb 0.31 re-opens a new clone without the storage options and fails; the clone itself
   // is written (../shared/notes/segment-views.md), so open it through the connection.
-  await db
-    .cloneTable(name, `${uri}/t.lance`, { isShallow: true })
-    .then((clone) => clone.close())
-    .catch(() => {});
-  return { db, table: await db.openTable(name) };
+  let cloneError: unknown;
+  await db.cloneTable(name, `${uri}/t.lance`, { isShallow: true }).then(
+    (clone) => clone.close(),
+    (err: unknown) => {
+      cloneError = err;
+    },
+  );
+  const table = await db.openTable(name).catch((err: unknown) => {
+    throw cloneError ?? err;
+  });
+  return { db, table };
 }
 
 if (process.env.PROBE) {
