@@ -19,7 +19,8 @@ export const CONTEXT_KEYS = {
   region: "region (default CDK_DEFAULT_REGION, AWS_REGION, then us-east-1)",
   datasets: "comma-separated s3://bucket/prefix/ that may be searched (read only)",
   viewPrefix: "key prefix for segment views in each dataset bucket (default lance-fanout-views)",
-  architecture: "arm64 (default) or x86_64",
+  architecture:
+    "x86_64 (default) or arm64 (refused while the pinned lancedb has no linux-arm64 build)",
   runtime: "nodejs24.x (default) or nodejs22.x",
   maxTasks: "upper bound on tasks per query (default 16)",
   accountConcurrency:

@@ -14,10 +14,11 @@ import { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
 import { COVERAGE_MODES, type Coverage, LIMITS } from "../shared/request.js";
-import { fanoutBundling } from "./bundling.js";
+import { assetArch, fanoutBundling } from "./bundling.js";
 import { type Reservations, reserveConcurrency } from "./concurrency.js";
 import type { DatasetAccess } from "./dataset-access.js";
 import { FUNCTION_DEFAULTS } from "./function-defaults.js";
+import { assertLancedbBuild } from "./lancedb-builds.js";
 import { DEFAULT_THROTTLE } from "./search-api.js";
 
 /** The repository root: handlers, package.json and package-lock.json live here. */
@@ -45,7 +46,10 @@ export interface FunctionSettings {
 export interface FanoutFunctionsProps {
   /** What the functions may read and write in S3. */
   readonly access: DatasetAccess;
-  /** @default Architecture.ARM_64 */
+  /**
+   * Refused when the pinned lancedb has no Linux build for it (infra/lancedb-builds.ts).
+   * @default Architecture.X86_64
+   */
   readonly architecture?: Architecture;
   /** nodejs22.x or nodejs24.x. @default Runtime.NODEJS_24_X */
   readonly runtime?: Runtime;
@@ -134,7 +138,8 @@ export class FanoutFunctions extends Construct {
         `Expected runtime ${SUPPORTED_RUNTIMES.map((r) => r.name).join(" or ")}, got ${runtime.name}`,
       );
     }
-    const architecture = props.architecture ?? Architecture.ARM_64;
+    const architecture = props.architecture ?? Architecture.X86_64;
+    assertLancedbBuild(assetArch(architecture), PROJECT_ROOT);
     const maxTasks = positiveInt("maxTasks", props.maxTasks ?? 16, 1000);
     const viewCacheSize = positiveInt("viewCacheSize", props.viewCacheSize ?? 64, 100_000);
     const queryTimeoutMs = (props.queryTimeout ?? Duration.seconds(25)).toMilliseconds();

@@ -74,7 +74,10 @@ export async function notFoundError(
     throw missing;
   }
   const message = err instanceof Error ? err.message : String(err);
-  const object = /Object at location (\S+) not found|Not found: ([^,\s]+)/i.exec(message);
+  // Lance 12 nests it: "Not found: Wrapped error: Not found: <path>, <source location>".
+  const object = /Object at location (\S+) not found|Not found: (?!Wrapped\b)([^,\s]+)/i.exec(
+    message,
+  );
   const missing = object?.[1] ?? object?.[2] ?? "an object";
   return new FanoutError("INTERNAL", `${missing} of version ${version} of ${tableUri} is missing`, {
     cause: err,

@@ -351,10 +351,13 @@ export class ViewCache {
       if (effective.join() !== spec.segments.join()) {
         throw new StaleView(`view ${uri} covers segments ${effective.join(", ")}`);
       }
-      // Lance searches the first vector index on a column: keep only the chosen one.
+      // Lance searches the first vector index on a column: keep only the chosen one, and none
+      // in a flat view. Lance 8 drops the segments that cover no live fragment, but Lance 12
+      // keeps an emptied index's oldest segment (lance #8208), which a flat view would list.
+      const flat = spec.segments.length === 0;
       const others = new Set(
         manifest.segments
-          .filter((s) => s.metric !== null && s.name !== spec.indexName)
+          .filter((s) => s.metric !== null && (flat || s.name !== spec.indexName))
           .map((s) => s.name),
       );
       const live = [...held.keys()];

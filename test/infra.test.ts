@@ -29,6 +29,7 @@ import { fanoutBundling } from "../infra/bundling.js";
 import { CONTEXT_KEYS, settingsFromContext } from "../infra/context.js";
 import { DatasetAccess, parseDatasetPrefix, parseViewPrefix } from "../infra/dataset-access.js";
 import { LanceFanoutStack, type LanceFanoutStackProps } from "../infra/lance-fanout-stack.js";
+import { assertLancedbBuild, missingLancedbBuild } from "../infra/lancedb-builds.js";
 import { installEnvironment, installNativeModules } from "../infra/native-modules.js";
 import { elfMachine, pruneAsset, stripCandidates } from "../infra/prune-asset.js";
 import { parseSchedule } from "../infra/view-upkeep.js";
@@ -153,25 +154,66 @@ function violations(statements: readonly Statement[]): string[] {
 }
 
 describe("functions", () => {
-  test("four Node.js functions on nodejs24.x and arm64 by default, bundled as ES modules", () => {
+  test("four Node.js functions on nodejs24.x and x86_64 by default, bundled as ES modules", () => {
     const { template } = defaults;
     template.resourceCountIs("AWS::Lambda::Function", 4);
     const functions = Object.values(template.findResources("AWS::Lambda::Function"));
     for (const fn of functions) {
       expect(fn.Properties).toMatchObject({
         Runtime: "nodejs24.x",
-        Architectures: ["arm64"],
+        Architectures: ["x86_64"],
         Handler: "index.handler",
         LoggingConfig: { LogFormat: "JSON" },
       });
     }
   });
 
-  test("x86_64 and nodejs22.x when asked", () => {
-    const { template } = synth({ architecture: Architecture.X86_64, runtime: Runtime.NODEJS_22_X });
+  test("nodejs22.x when asked", () => {
+    const { template } = synth({ runtime: Runtime.NODEJS_22_X });
     for (const fn of Object.values(template.findResources("AWS::Lambda::Function"))) {
       expect(fn.Properties).toMatchObject({ Runtime: "nodejs22.x", Architectures: ["x86_64"] });
     }
+  });
+
+  test("arm64 is refused at synth while the lock has no linux-arm64 build of the pinned lancedb", () => {
+    const missing = missingLancedbBuild("arm64");
+    const pinned = (
+      JSON.parse(readFileSync("package.json", "utf8")) as { dependencies: Record<string, string> }
+    ).dependencies["@lancedb/lancedb"];
+    if (missing === undefined) {
+      // The pinned release has one: arm64 synthesizes.
+      const { template } = synth({ architecture: Architecture.ARM_64 });
+      template.hasResourceProperties("AWS::Lambda::Function", { Architectures: ["arm64"] });
+      return;
+    }
+    expect(() => synth({ architecture: Architecture.ARM_64 })).toThrow(
+      `@lancedb/lancedb ${pinned} has no Linux arm64 build: the npm registry serves no @lancedb/lancedb-linux-arm64-gnu@${pinned}`,
+    );
+    expect(() => synth({ architecture: Architecture.ARM_64 })).toThrow(
+      /Deploy x86_64 \(the default\)/,
+    );
+  });
+
+  test("an architecture is accepted as soon as the lock holds the pinned version's build of it", () => {
+    const lock = (packages: Record<string, unknown>) => {
+      const dir = tmp("lock");
+      writeFileSync(join(dir, "package-lock.json"), JSON.stringify({ packages }));
+      return dir;
+    };
+    const lancedb = { "node_modules/@lancedb/lancedb": { version: "9.1.0" } };
+    const build = { version: "9.1.0", integrity: "sha512-x", cpu: ["arm64"] };
+    const served = lock({ ...lancedb, "node_modules/@lancedb/lancedb-linux-arm64-gnu": build });
+    expect(missingLancedbBuild("arm64", served)).toBeUndefined();
+    expect(() => assertLancedbBuild("arm64", served)).not.toThrow();
+    const stub = { resolved: "stubs/lancedb-unpublished-build", link: true };
+    const stubbed = lock({ ...lancedb, "node_modules/@lancedb/lancedb-linux-arm64-gnu": stub });
+    expect(missingLancedbBuild("arm64", stubbed)).toMatch(/9\.1\.0 .*stand-in/);
+    const older = { ...build, version: "9.0.0" };
+    const stale = lock({ ...lancedb, "node_modules/@lancedb/lancedb-linux-arm64-gnu": older });
+    expect(missingLancedbBuild("arm64", stale)).toMatch(/lock has 9\.0\.0/);
+    expect(missingLancedbBuild("x64", served)).toMatch(
+      /no @lancedb\/lancedb-linux-x64-gnu@9\.1\.0/,
+    );
   });
 
   test("every function gets the lance-fanout configuration; the planner also its targets and limits, gc what it keeps", () => {

@@ -86,6 +86,28 @@ describe("segment views", () => {
     expect((await view.table.stats()).fragmentStats.numFragments).toBe(rows);
   });
 
+  test("a flat view of unindexed fragments lists no vector index (Lance 12 keeps an emptied index's oldest segment)", async () => {
+    const own = await makeDataset({ rounds: [3000, 2000], unindexedRows: 500 });
+    const runtime = await testRuntime();
+    const manifest = await readManifest(runtime.objects, own.uri, await own.table.version());
+    const unindexed = chooseIndex(manifest, { indexName: "vector_idx" }).unindexed;
+    expect(unindexed).toHaveLength(1);
+    const view = await runtime.views.open({
+      dataset: runtime.resolveDataset(own.uri),
+      version: manifest.version,
+      indexName: "vector_idx",
+      segments: [],
+      fragments: unindexed.map((f) => ({
+        id: f.id,
+        content: manifest.fragments.find((m) => m.id === f.id)?.content ?? "",
+      })),
+      schema: manifest.schema,
+    });
+    expect(view.searchedSegments).toBe(0);
+    expect(await view.table.listIndices()).toEqual([]);
+    expect(await view.table.countRows()).toBe(500);
+  });
+
   test("firstRows are where each fragment's live rows start: prewarm's take reads every fragment", async () => {
     const own = await makeDataset({
       rounds: [3000, 2000],
