@@ -45,7 +45,7 @@ export function missingLancedbBuild(arch: AssetArch, projectRoot = ROOT): string
   const build = packages?.[`node_modules/${name}`];
   if (build && !build.link && build.version === pinned && build.integrity) return undefined;
   const found = build?.link
-    ? "the lock maps it to a stand-in (package.json overrides)"
+    ? "the lock maps it to a stand-in: package.json overrides"
     : build
       ? `the lock has ${build.version ?? "no version"}`
       : "the lock has none";

@@ -82,11 +82,11 @@ export function installNativeModules(assetDir: string, options: NativeModulesOpt
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const root = options.projectRoot ?? resolve(HERE, "..");
   const lock = readFileSync(join(root, "package-lock.json"));
-  const declared = (
-    JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
-      dependencies?: Record<string, string>;
-    }
-  ).dependencies;
+  const project = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
+    dependencies?: Record<string, string>;
+    overrides?: Record<string, string>;
+  };
+  const declared = project.dependencies;
   const dependencies = Object.fromEntries(
     NATIVE_MODULES.map((name) => {
       const version = declared?.[name];
@@ -94,9 +94,13 @@ export function installNativeModules(assetDir: string, options: NativeModulesOpt
       return [name, version];
     }),
   );
+  // The lock is only in sync with the overrides that map lancedb's unpublished platform builds
+  // to the stand-in under stubs/ (infra/lancedb-builds.ts).
+  const overrides = project.overrides ?? {};
   const key = createHash("sha256")
     .update(lock)
     .update(JSON.stringify(dependencies))
+    .update(JSON.stringify(overrides))
     .update(arch)
     .update(readFileSync(join(HERE, "prune-asset.ts")))
     .update(readFileSync(join(HERE, "native-modules.ts")))
@@ -107,7 +111,9 @@ export function installNativeModules(assetDir: string, options: NativeModulesOpt
     `${arch}-${key}`,
   );
   const cached = existsSync(join(cache, "node_modules"));
-  if (!cached) build(cache, { arch, lock, dependencies, strip: options.strip, log });
+  if (!cached) {
+    build(cache, { arch, root, lock, dependencies, overrides, strip: options.strip, log });
+  }
 
   cpSync(join(cache, "node_modules"), join(assetDir, "node_modules"), { recursive: true });
   writeFileSync(join(assetDir, "package.json"), JSON.stringify({ dependencies }));
@@ -125,8 +131,10 @@ function build(
   cache: string,
   input: {
     readonly arch: AssetArch;
+    readonly root: string;
     readonly lock: Buffer;
     readonly dependencies: Record<string, string>;
+    readonly overrides: Record<string, string>;
     readonly strip: string | undefined;
     readonly log: (line: string) => void;
   },
@@ -134,8 +142,11 @@ function build(
   const tmp = `${cache}.tmp-${randomUUID()}`;
   mkdirSync(tmp, { recursive: true });
   try {
-    writeFileSync(join(tmp, "package.json"), JSON.stringify({ dependencies: input.dependencies }));
+    const { dependencies, overrides } = input;
+    writeFileSync(join(tmp, "package.json"), JSON.stringify({ dependencies, overrides }));
     writeFileSync(join(tmp, "package-lock.json"), input.lock);
+    const stubs = join(input.root, "stubs");
+    if (existsSync(stubs)) cpSync(stubs, join(tmp, "stubs"), { recursive: true });
     const npm = spawnSync("npm", ["ci", "--no-audit", "--no-fund"], {
       cwd: tmp,
       env: { ...process.env, ...installEnvironment(input.arch) },

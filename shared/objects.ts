@@ -3,13 +3,11 @@
  * (manifests) and the index files a view needs a copy of. Lance reads and writes the data itself.
  * @module
  */
-import { copyFile, mkdir, readdir, readFile, rm, stat } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { readdir, readFile, rm, stat } from "node:fs/promises";
+import { join } from "node:path";
 import {
-  CopyObjectCommand,
   DeleteObjectsCommand,
   GetObjectCommand,
-  HeadObjectCommand,
   NoSuchKey,
   paginateListObjectsV2,
   S3Client,
@@ -20,11 +18,6 @@ import { splitS3Uri } from "./dataset.js";
 export interface ObjectStore {
   /** The object's bytes, or `undefined` when it does not exist. */
   read(uri: string): Promise<Uint8Array | undefined>;
-  /**
-   * Copies `from` to `to` unless `to` exists (same store: S3 copies server-side).
-   * @returns false when `from` does not exist.
-   */
-  copyIfMissing(from: string, to: string): Promise<boolean>;
   /** Every object under `prefix` (a folder URI ending in "/"), with its size and age. */
   list(prefix: string): Promise<StoredObject[]>;
   /** Deletes the objects (missing ones are fine). Only gc calls it, under the view prefix. */
@@ -63,29 +56,6 @@ export function createObjectStore(s3: S3Config): ObjectStore {
         s3Client()
           .send(new GetObjectCommand({ Bucket: bucket, Key: key }))
           .then((out) => out.Body?.transformToByteArray()),
-      );
-    },
-    async copyIfMissing(from, to) {
-      if (!to.startsWith("s3://")) {
-        if (await missingAsUndefined(stat(to))) return true;
-        await mkdir(dirname(to), { recursive: true });
-        return (await missingAsUndefined(copyFile(from, to).then(() => true))) ?? false;
-      }
-      const source = splitS3Uri(from);
-      const target = splitS3Uri(to);
-      const head = new HeadObjectCommand({ Bucket: target.bucket, Key: target.key });
-      if (await missingAsUndefined(s3Client().send(head))) return true;
-      const copy = new CopyObjectCommand({
-        Bucket: target.bucket,
-        Key: target.key,
-        CopySource: `${source.bucket}/${source.key.split("/").map(encodeURIComponent).join("/")}`,
-      });
-      return (
-        (await missingAsUndefined(
-          s3Client()
-            .send(copy)
-            .then(() => true),
-        )) ?? false
       );
     },
     async list(prefix) {

@@ -131,12 +131,8 @@ interface Generation {
 /**
  * Caches are renewed once they hold more than their fresh size plus this share of the index
  * cache's bound (16 MiB in a segment-search of 2048 MB), so that they are not reloaded on every
- * commit that replaces a view. Each renewal leaves about 1 MiB behind: lancedb 0.31 never frees
- * a dropped session's S3 object store with the connections still pooled in it
- * (`scripts/session-leak.ts`). Renewing less often does not help, the replaced views' entries
- * staying instead: at 1/16 of the bound (and at least the fresh size) 60 commits of the living
- * bench grew the workers as much (+29% against +25%), at half the bound a worker had grown
- * 131 MiB by its first renewal (bench/results/experiments).
+ * commit that replaces a view. lancedb 0.31 kept about 1 MiB per dropped session (its S3 store's
+ * pooled connections); 0.39 keeps none (`scripts/session-leak.ts`: +0.02 MiB per renewal, 40 cycles).
  */
 const RENEW_SLACK = 1 / 64;
 
@@ -183,7 +179,7 @@ export class ViewCache {
    * then, hundreds of MiB in a segment-search after a few hundred commits (bench/README.md).
    * The views are then loaded again into the new caches, off the query path. The old
    * generation is not closed: a search still using one of its views finishes, and lancedb
-   * frees its caches once unreferenced (not its object store: see {@link RENEW_SLACK}).
+   * frees its caches once unreferenced (see {@link collectGarbage}).
    */
   async openAll(specs: readonly ViewSpec[], concurrency: number): Promise<number> {
     const slack = this.#config.indexCacheBytes * RENEW_SLACK;
@@ -305,9 +301,6 @@ export class ViewCache {
     }
     const { group, firstRows } = restricted;
     const index = (await table.listIndices()).find((i) => i.name === spec.indexName);
-    if (index && OWN_INDEX_FILES.has(index.indexType)) {
-      await this.#copyIndexFiles(spec.dataset.uri, uri, group);
-    }
     const searchedSegments = index?.numSegments ?? 0;
     if (searchedSegments !== spec.segments.length) {
       throw new FanoutError(
@@ -375,28 +368,6 @@ export class ViewCache {
     }
   }
 
-  /** Copies the group's index files from the dataset into the view (see OWN_INDEX_FILES). */
-  async #copyIndexFiles(
-    datasetUri: string,
-    viewUri: string,
-    group: readonly ManifestSegment[],
-  ): Promise<void> {
-    if (group.some((s) => s.files.length === 0)) {
-      throw new FanoutError("INTERNAL", `the manifest of ${viewUri} does not list its index files`);
-    }
-    const files = group.flatMap((s) => s.files.map((f) => `_indices/${s.uuid}/${f}`));
-    await Promise.all(
-      files.map(async (file) => {
-        const from = `${datasetUri}/${file}`;
-        if (!(await this.#objects.copyIfMissing(from, `${viewUri}/${file}`))) {
-          throw new FanoutError("INTERNAL", `index file ${from} not found`, {
-            details: { missing: from },
-          });
-        }
-      }),
-    );
-  }
-
   #root(dataset: DatasetLocation): string {
     return viewRoot(this.#config, dataset);
   }
@@ -431,13 +402,6 @@ export function viewRoot(
   }
   return `s3://${splitS3Uri(dataset.uri).bucket}/${config.s3ViewPrefix}`;
 }
-
-/**
- * Index types whose files Lance 8 (lancedb 0.31) opens under the view's own `_indices/` instead
- * of the dataset the view was cloned from, so a view needs its own copy of the group's files
- * (server-side on S3, once per view). The others follow the clone's base path.
- */
-const OWN_INDEX_FILES: ReadonlySet<string> = new Set(["IvfRq"]);
 
 /**
  * Runs a full garbage collection, then the finalizers it queued. lancedb frees a session (and

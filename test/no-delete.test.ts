@@ -2,7 +2,7 @@
  * Only gc deletes. On AWS segment-search's role has no `s3:DeleteObject`; here the local S3
  * answers every DELETE and DeleteObjects with 403 AccessDenied, as S3 would for that role, and
  * records each one. Searches of every strategy, the repair of a half-written and of a stale view,
- * the views of an IVF_RQ dataset (index files copied server-side) and prepare must all succeed
+ * the views of an IVF_RQ dataset and prepare must all succeed
  * without asking for a delete; gc fails while deletes are refused and removes dead views once
  * they are allowed.
  */
@@ -207,7 +207,7 @@ describe("with deletes refused, as segment-search's role is", () => {
     expect(s3.faulted).toEqual([]);
   });
 
-  test("an IVF_RQ dataset's views copy its index files without a delete", async () => {
+  test("an IVF_RQ dataset's views are built without a delete", async () => {
     const answer = await vectorSearch(
       { dataset: rq.uri, query: [q0], k: 10, nprobes: 2, strategy: "segments" },
       { runtime: runtimeOn() },

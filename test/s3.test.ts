@@ -80,7 +80,7 @@ describe("a dataset on S3", () => {
     expect(await keys("data", "db/")).toEqual(before);
   });
 
-  test("an IVF_RQ index: views get their own copy of the group's index files, answers equal native", async () => {
+  test("an IVF_RQ index: views read the dataset's index files (no copies), answers equal native", async () => {
     const rq = await makeDataset({
       db: { uri: "s3://data/db-rq", storageOptions: s3.storageOptions() },
       index: "ivfRq",
@@ -96,7 +96,9 @@ describe("a dataset on S3", () => {
     const native = await nativeSearch(rq, q0, 10, { nprobes: 2 });
     expect(response.results.map((r) => r._rowid)).toEqual(native.map((h) => h.rowid));
     const copies = (await keys("data", "fanout-views/")).filter((k) => k.includes("/_indices/"));
-    expect(copies.length).toBe(rq.segments * 2);
+    // Lance 8 (lancedb 0.31) opened IVF_RQ files under the view's own _indices/; Lance 12 follows
+    // the clone's base path like every other index type.
+    expect(copies).toEqual([]);
     expect(await keys("data", "db-rq/")).toEqual(before);
   });
 

@@ -7,7 +7,8 @@
  *   environment the template gives them, answer searches on a real dataset in the local S3 as
  *   native lancedb does;
  * - every S3 request they made is allowed by the IAM statements the template gives their role;
- * - the arm64 bundles, what a default deploy runs, do the same on an arm64 Node of the functions'
+ * - an architecture the pinned lancedb has no build of (its lock says) is refused by synth;
+ * - where it has one, the arm64 bundles do the same on an arm64 Node of the functions'
  *   runtime, emulated by qemu on other machines (`./arm64-node.ts`).
  * The test output gives load and search times.
  *
@@ -21,6 +22,7 @@ import { fileURLToPath } from "node:url";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { GetObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { missingLancedbBuild } from "../../infra/lancedb-builds.js";
 import { directorySize, elfMachine } from "../../infra/prune-asset.js";
 import { bundleFunctions } from "../../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../../local/lambda.js";
@@ -50,11 +52,16 @@ interface Architecture {
   readonly arch: "arm64" | "x64";
   readonly elfMachine: number;
 }
-const ARCHITECTURES: readonly Architecture[] = [
+const ALL_ARCHITECTURES: readonly Architecture[] = [
   { context: "arm64", arch: "arm64", elfMachine: 183 },
   { context: "x86_64", arch: "x64", elfMachine: 62 },
 ];
+/** The architectures the pinned lancedb has a build of (its lock says), bundled and run here. */
+const ARCHITECTURES = ALL_ARCHITECTURES.filter((a) => missingLancedbBuild(a.arch) === undefined);
+/** The others, whose synth must be refused. */
+const REFUSED = ALL_ARCHITECTURES.filter((a) => !ARCHITECTURES.includes(a));
 const HOST = ARCHITECTURES.find((a) => a.arch === process.arch);
+const ARM64 = ARCHITECTURES.find((a) => a.arch === "arm64");
 
 interface Template {
   readonly Resources: Record<
@@ -85,6 +92,17 @@ async function cdkSynth(
   architecture: Architecture,
   outdir: string,
 ): Promise<{ seconds: number; assetLines: string[] }> {
+  const { code, log, seconds } = await runCdkSynth(architecture, outdir);
+  if (code !== 0) throw new Error(`cdk synth (${architecture.context}) exited ${code}:\n${log}`);
+  const assetLines = log.split("\n").filter((l) => l.startsWith("lance-fanout "));
+  for (const line of assetLines) process.stderr.write(`${line}\n`);
+  return { seconds, assetLines };
+}
+
+async function runCdkSynth(
+  architecture: Architecture,
+  outdir: string,
+): Promise<{ code: number | null; log: string; seconds: number }> {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     AWS_EC2_METADATA_DISABLED: "true",
@@ -115,10 +133,7 @@ async function cdkSynth(
     child.on("close", done);
   });
   const log = Buffer.concat(output).toString("utf8");
-  if (code !== 0) throw new Error(`cdk synth (${architecture.context}) exited ${code}:\n${log}`);
-  const assetLines = log.split("\n").filter((l) => l.startsWith("lance-fanout "));
-  for (const line of assetLines) process.stderr.write(`${line}\n`);
-  return { seconds: (performance.now() - started) / 1000, assetLines };
+  return { code, log, seconds: (performance.now() - started) / 1000 };
 }
 
 async function readSynth(
@@ -181,6 +196,24 @@ function synthOf(architecture: Architecture): Synth {
   if (!synth) throw new Error(`no ${architecture.context} synth`);
   return synth;
 }
+
+describe.runIf(REFUSED.length > 0).each(REFUSED)(
+  "$context without a lancedb build",
+  (architecture) => {
+    test("cdk synth refuses it, naming the package version the registry does not serve", async () => {
+      const outdir = await mkdtemp(join(tmpdir(), `fanout-cdk-${architecture.arch}-`));
+      outdirs.push(outdir);
+      const { code, log } = await runCdkSynth(architecture, outdir);
+      expect(code).not.toBe(0);
+      const pinned = /"@lancedb\/lancedb": "([^"]+)"/.exec(
+        await readFile(join(ROOT, "package.json"), "utf8"),
+      )?.[1];
+      expect(log).toContain(
+        `@lancedb/lancedb ${pinned} has no Linux ${architecture.arch} build: the npm registry serves no @lancedb/lancedb-linux-${architecture.arch}-gnu@${pinned}`,
+      );
+    });
+  },
+);
 
 describe.each(ARCHITECTURES)("$context assets", (architecture) => {
   test("cdk synth built them without AWS credentials, for the right runtime and architecture", () => {
@@ -681,8 +714,9 @@ async function searchAsNative(deployed: Deployed, timeoutMs: number): Promise<st
 /** Emulated, the arm64 Node runs an order of magnitude slower than this machine's. */
 const EMULATED_TIMEOUT_MS = 300_000;
 
-describe("the arm64 bundles (the default deployment) on an arm64 Node 24", () => {
-  const arm64 = ARCHITECTURES.find((a) => a.arch === "arm64") as Architecture;
+// Only where the pinned lancedb has an arm64 build: otherwise its synth is refused (above).
+describe.runIf(ARM64)("the arm64 bundles on an arm64 Node 24", () => {
+  const arm64 = ARM64 as Architecture;
   const emulated = process.arch === "arm64" ? "" : " under qemu";
   let command: string[];
   let deployed: Deployed;
