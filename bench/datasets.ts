@@ -237,6 +237,14 @@ async function fashionMnistSource(spec: DatasetSpec): Promise<VectorSource> {
   };
 }
 
+/** The vector index a dataset is built with (and a living dataset's writer rebuilds). */
+export function indexConfig(spec: DatasetSpec): lancedb.Index {
+  const training = { numPartitions: spec.partitions, maxIterations: 20, sampleRate: 128 };
+  return spec.index === "ivfFlat"
+    ? lancedb.Index.ivfFlat(training)
+    : lancedb.Index.ivfPq({ ...training, numSubVectors: spec.subVectors });
+}
+
 /**
  * More rows of a synthetic dataset, as a writer of a living dataset appends them: the same
  * clusters, never a row the build wrote; ids continue after the build's.
@@ -315,13 +323,7 @@ export async function ensureDataset(
   const table = await db.createTable(TABLE, batch(first ?? spec.baseRows));
   for (const n of more) await table.add(batch(n));
   log(`${spec.name}: ${spec.baseRows} base rows written (${secondsSince(started)} s)`);
-  const training = { numPartitions: spec.partitions, maxIterations: 20, sampleRate: 128 };
-  await table.createIndex("vector", {
-    config:
-      spec.index === "ivfFlat"
-        ? lancedb.Index.ivfFlat(training)
-        : lancedb.Index.ivfPq({ ...training, numSubVectors: spec.subVectors }),
-  });
+  await table.createIndex("vector", { config: indexConfig(spec) });
   await settleIndex(table, spec.partitions);
   log(`${spec.name}: ${spec.index ?? "ivfPq"} index trained (${secondsSince(started)} s)`);
   const perDelta = Math.floor((spec.rows - spec.baseRows) / spec.deltas);

@@ -1,20 +1,31 @@
 /**
  * The writer of a living dataset: lancedb in the harness process committing to the dataset on
- * the local S3, one commit kind at a time. lancedb 0.31 has one maintenance call, `optimize()`
+ * the local S3, one commit kind at a time. lancedb has one maintenance call, `optimize()`
  * (compaction, then index optimisation, then pruning old versions when asked), so `compact` and
- * `cleanup` are that call without new rows, and `optimize` is an append followed by it.
+ * `cleanup` are that call without new rows, and `optimize` is an append followed by it; `reindex`
+ * is the other thing writers do to an index that has grown many delta segments: rebuild it.
  * @module
  */
 import * as lancedb from "@lancedb/lancedb";
-import { type DatasetSpec, moreRows, TABLE } from "./datasets.js";
+import { type DatasetSpec, indexConfig, moreRows, TABLE } from "./datasets.js";
 
 /**
  * `append`: new rows (an unindexed fragment). `delete`: the oldest `deleteRows` rows still
  * live (one fragment while they lie in one). `optimize`: new rows, then `optimize()` (the tail
  * indexed as a delta segment, unless Lance merges it). `compact`: `optimize()` alone.
  * `cleanup`: `optimize({ cleanupOlderThan: now })`, which also removes every older version.
+ * `reindex`: `createIndex(replace)`, one segment over every fragment. lancedb 0.39's `optimize()`
+ * rarely merges delta segments and compaction keeps fragments of different segments apart, so
+ * without it the segment count only grows.
  */
-export const COMMIT_KINDS = ["append", "delete", "optimize", "compact", "cleanup"] as const;
+export const COMMIT_KINDS = [
+  "append",
+  "delete",
+  "optimize",
+  "compact",
+  "cleanup",
+  "reindex",
+] as const;
 export type CommitKind = (typeof COMMIT_KINDS)[number];
 
 export interface WriterOptions {
@@ -59,6 +70,7 @@ export async function openWriter(
     },
     compact: () => table.optimize(),
     cleanup: () => table.optimize({ cleanupOlderThan: new Date() }),
+    reindex: () => table.createIndex("vector", { config: indexConfig(spec), replace: true }),
   };
   return {
     async commit(kind) {

@@ -53,6 +53,8 @@ export interface LivingOptions {
   /** T: a commit starts every this many ms (at once when the previous one's work ran longer). */
   readonly intervalMs: number;
   readonly cycle: readonly CommitKind[];
+  /** Every this many commits a `reindex` instead of the cycle's next kind; 0 = never. */
+  readonly reindexEvery: number;
   /** Build each new version's views before its first query (`prepare`, as on a commit event). */
   readonly prepare: boolean;
   /** gc every this many commits; 0 = never. */
@@ -62,6 +64,14 @@ export interface LivingOptions {
   readonly steady: number;
   readonly appendRows: number;
   readonly deleteRows: number;
+}
+
+/** The kind of commit `i` (0-based): the cycle in turn, a reindex every `reindexEvery`. */
+export function commitKind(options: LivingOptions, i: number): CommitKind {
+  const every = options.reindexEvery;
+  if (every > 0 && (i + 1) % every === 0) return "reindex";
+  const turn = every > 0 ? i - Math.floor((i + 1) / every) : i;
+  return options.cycle[turn % options.cycle.length] as CommitKind;
 }
 
 /** The product's own defaults, over the bench stack's (which widens plans for other paths). */
@@ -425,7 +435,7 @@ class LivingRun {
         const due = started + i * options.intervalMs;
         const wait = due - performance.now();
         if (wait > 0) await sleep(wait);
-        const kind = options.cycle[i % options.cycle.length] as CommitKind;
+        const kind = commitKind(options, i);
         const step = await this.#commit(i, kind, writer, native, manifest, census, options);
         manifest = step.manifest;
         census = step.census;

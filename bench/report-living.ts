@@ -4,6 +4,8 @@
  * goal lines of issue 14.
  * @module
  */
+
+import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
 import type { Goal, Rec } from "./report.js";
 import { escapeXml, fmt, svgFrame } from "./report.js";
 import { requests } from "./s3-phases.js";
@@ -214,28 +216,59 @@ function objectsGoal(run: LivingRun): Goal[] {
   ];
 }
 
-/** Segment-search memory through the stack, after the first tenth of the run. */
+/**
+ * Segment-search memory through the stack, after the first tenth of the run: at equal index
+ * shape (every worker holds the typical plan's views, so memory follows the segment count, and
+ * the same count early and late shows what grew besides), and under the function's memory size.
+ */
 function memoryGoal(run: LivingRun): Goal[] {
   if (run.path !== "stack-living") return [];
-  const settled = run.commits.slice(Math.ceil(run.commits.length / 10));
+  const n = run.commits.length;
+  const settled = run.commits.slice(Math.ceil(n / 10));
+  if (settled.length < 2) return [];
+  const pairs = equalShapePairs(settled, n / 2);
+  const worst = pairs.reduce<(typeof pairs)[number] | undefined>(
+    (a, p) => (a && a.growth >= p.growth ? a : p),
+    undefined,
+  );
   const sums = settled.map((c) => c.memory.sumMiB);
-  if (sums.length < 2) return [];
-  const spread = Math.max(...sums) / Math.min(...sums) - 1;
-  const maxes = settled.map((c) => c.memory.maxMiB);
-  // Every worker holds the typical plan's views, so memory follows the index's segments.
+  const largest = Math.max(...settled.map((c) => c.memory.maxMiB));
   const segments = settled.map((c) => c.shape.segments);
+  const size = FUNCTION_DEFAULTS.segmentSearch.memorySize;
+  const judged = (verdict: string) =>
+    n < LONG_RUN ? `not judged: ${n} commits (the goal needs ${LONG_RUN})` : verdict;
+  const shape = `sum over ${run.commits[0]?.memory.processes} workers ${fmt(Math.min(...sums), 0)}-${fmt(Math.max(...sums), 0)} MiB after commit ${n - settled.length}, index segments ${Math.min(...segments)}-${Math.max(...segments)}`;
   return [
     {
-      goal: `${label(run)}: segment-search RSS flat (within ${MEMORY_SPREAD * 100}%) over the run`,
-      measured: `sum over ${run.commits[0]?.memory.processes} workers ${fmt(Math.min(...sums), 0)}-${fmt(Math.max(...sums), 0)} MiB after commit ${run.commits.length - settled.length} (+${fmt(spread * 100, 1)}%; first sample ${fmt(run.commits[0]?.memory.sumMiB, 0)}, last ${fmt(sums.at(-1), 0)}); largest worker ${fmt(Math.min(...maxes), 0)}-${fmt(Math.max(...maxes), 0)} MiB; index segments ${Math.min(...segments)}-${Math.max(...segments)}; ${run.commits.length} commits`,
-      verdict:
-        run.commits.length < LONG_RUN
-          ? `not judged: ${run.commits.length} commits (the goal needs ${LONG_RUN})`
-          : spread <= MEMORY_SPREAD
+      goal: `${label(run)}: segment-search RSS within ${MEMORY_SPREAD * 100}% at equal index shape (the same segment count >= ${n / 2} commits apart)`,
+      measured: worst
+        ? `${pairs.length} segment counts seen early and late; worst ${worst.segments} segments: ${fmt(worst.from.memory.sumMiB, 0)} MiB at commit ${worst.from.commit + 1}, ${fmt(worst.to.memory.sumMiB, 0)} at ${worst.to.commit + 1} (${worst.growth >= 0 ? "+" : ""}${fmt(worst.growth * 100, 1)}%); ${shape}`
+        : `no segment count seen ${n / 2} commits apart; ${shape}`,
+      verdict: judged(
+        !worst
+          ? "not judged: no equal shape to compare"
+          : worst.growth <= MEMORY_SPREAD
             ? "met"
-            : `missed: +${fmt(spread * 100, 1)}%`,
+            : `missed: +${fmt(worst.growth * 100, 1)}%`,
+      ),
+    },
+    {
+      goal: `${label(run)}: every segment-search under its memory size (${size} MB)`,
+      measured: `largest worker ${fmt(largest, 0)} MiB (${fmt((largest / size) * 100, 0)}% of ${size} MB)`,
+      verdict: judged(largest < size ? "met" : `missed: ${fmt(largest, 0)} MiB`),
     },
   ];
+}
+
+/** For each segment count: its earliest and latest commit, when at least `apart` commits apart. */
+function equalShapePairs(commits: readonly LivingCommit[], apart: number) {
+  const bySegments = Map.groupBy(commits, (c) => c.shape.segments);
+  return [...bySegments].flatMap(([segments, list]) => {
+    const from = list[0];
+    const to = list.at(-1);
+    if (!from || !to || to.commit - from.commit < apart) return [];
+    return [{ segments, from, to, growth: to.memory.sumMiB / from.memory.sumMiB - 1 }];
+  });
 }
 
 /** An SVG file of bench/plots and its name. */
@@ -364,7 +397,7 @@ function runSection(run: LivingRun): string[] {
     `### ${label(run)}`,
     "",
     `Run \`${run.runId}\`: ${commits.length} commits, T = ${fmt(Number(options.intervalMs) / 1000, 1)} s (a commit started every ${fmt(span, 1)} s on average), ` +
-      `cycle ${(options.cycle as string[] | undefined)?.join(", ")}, ${options.appendRows} rows per append, ${options.deleteRows} per delete, ` +
+      `cycle ${(options.cycle as string[] | undefined)?.join(", ")}${Number(options.reindexEvery) > 0 ? ` with a reindex every ${options.reindexEvery} commits` : ""}, ${options.appendRows} rows per append, ${options.deleteRows} per delete, ` +
       `S3 first-byte latency ${options.latencyMs} ms${run.path === "stack-living" ? `, ${options.workers} segment-search workers` : ""}, ` +
       `gc every ${options.gcEvery} commits keeping ${options.gcKeep} versions. ` +
       `Dataset at the start: version ${run.start?.version}, ${startShape.rows} rows, ${startShape.segments} segment(s); ` +

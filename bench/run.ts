@@ -712,8 +712,14 @@ export function cli(argv: string[] = process.argv): Command {
     .option("--commits <n>", "living: commits of the writer", Number, 50)
     .option("--interval <s>", "living: T, seconds between commit starts", Number, 1)
     .option("--cycle <kinds>", `living: commit kinds in turn (${COMMIT_KINDS.join(", ")})`, list, [
-      ...COMMIT_KINDS,
+      ...COMMIT_KINDS.filter((k) => k !== "reindex"),
     ])
+    .option(
+      "--reindex-every <n>",
+      "living: every n-th commit rebuilds the index (0: never)",
+      Number,
+      40,
+    )
     .option("--prepare <on|off>", "living: prepare each version before its first query", "on")
     .option("--gc-every <K>", "living: gc every K commits (0: never)", Number, 5)
     .option("--gc-keep <n>", "living: gc keeps the views of the newest n versions", Number, 2)
@@ -753,6 +759,7 @@ function livingOptions(o: Record<string, unknown>, smoke: boolean): LivingOption
     commits: smoke ? Math.min(o.commits as number, cycle.length) : (o.commits as number),
     intervalMs: (o.interval as number) * 1000,
     cycle,
+    reindexEvery: smoke ? 0 : (o.reindexEvery as number),
     prepare: o.prepare === "on",
     gcEvery: o.gcEvery as number,
     gcKeep: o.gcKeep as number,

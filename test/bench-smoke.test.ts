@@ -153,6 +153,7 @@ describe("bench smoke run", () => {
           commits: COMMIT_KINDS.length,
           intervalMs: 0,
           cycle: COMMIT_KINDS,
+          reindexEvery: 0,
           prepare: true,
           gcEvery: COMMIT_KINDS.length,
           gcKeep: 1,
