@@ -1,7 +1,7 @@
 /**
  * The S3 objects lance-fanout may touch, as IAM statements. Datasets are read only, under the
  * configured prefixes. Segment views are written under one key prefix in each dataset's own
- * bucket (lancedb 0.31 writes cross-bucket shallow clones to the wrong store): only the
+ * bucket (lancedb writes cross-bucket shallow clones to the wrong store): only the
  * segment-search function writes them, and only the gc function deletes them. No statement has a
  * wildcard action or a bucket-wide resource.
  * @module
@@ -153,8 +153,7 @@ export class DatasetAccess {
 
   /**
    * Read and write access to the view prefix of every dataset bucket, without delete: Lance
-   * creates views with conditional PUTs and lists their `_versions/`; views of IVF_RQ indexes get
-   * server-side copies of index files (a PUT here, a GET of the dataset's file). The one delete
+   * creates views with conditional PUTs and lists their `_versions/`. The one delete
    * Lance asks for, the transaction file of a commit that lost a race to create the same view,
    * is refused harmlessly (test/no-delete.test.ts); gc removes the orphan with its view.
    */
