@@ -4,11 +4,19 @@
  * views loaded in this environment. Answers the task's candidates (or what preparing did), or
  * an error body for a failure it understands.
  */
+import { setTimeout } from "node:timers/promises";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
 import { defaultRuntime } from "../../shared/runtime.js";
 import { prepareView, searchSegments, warmViews } from "../../shared/segment-search.js";
 import { segmentTaskSchema, viewTaskSchema, warmTaskSchema } from "../../shared/tasks.js";
 import { logEvent } from "../common/log.js";
+
+/**
+ * How long a warm task keeps this environment busy at least. Prepare sends its warm tasks at
+ * once to reach as many environments; one answered sooner (its views already open) would take
+ * another of them, and an environment would stay cold.
+ */
+const WARM_HOLD_MS = 500;
 
 /** The three kinds of event, told apart by their marker field. */
 function parseTask(event: unknown) {
@@ -29,7 +37,7 @@ export async function handler(event: unknown) {
   try {
     const result =
       "warm" in task
-        ? await warmViews(task, runtime)
+        ? (await Promise.all([warmViews(task, runtime), setTimeout(WARM_HOLD_MS)]))[0]
         : "prepare" in task
           ? await prepareView(task, runtime)
           : await searchSegments(task, runtime);
