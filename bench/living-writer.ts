@@ -14,9 +14,9 @@ import { type DatasetSpec, indexConfig, moreRows, TABLE } from "./datasets.js";
  * live (one fragment while they lie in one). `optimize`: new rows, then `optimize()` (the tail
  * indexed as a delta segment, unless Lance merges it). `compact`: `optimize()` alone.
  * `cleanup`: `optimize({ cleanupOlderThan: now })`, which also removes every older version.
- * `reindex`: `createIndex(replace)`, one segment over every fragment. lancedb 0.39's `optimize()`
- * rarely merges delta segments and compaction keeps fragments of different segments apart, so
- * without it the segment count only grows.
+ * `reindex`: `createIndex(replace)`, one segment over every fragment. Without it the segment
+ * count only grew on lancedb 0.39 (1 to 41 over 200 commits: `optimize()` never merged the
+ * delta segments, and `compact` left the fragments as they were).
  */
 export const COMMIT_KINDS = [
   "append",

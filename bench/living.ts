@@ -67,7 +67,10 @@ export interface LivingOptions {
 }
 
 /** The kind of commit `i` (0-based): the cycle in turn, a reindex every `reindexEvery`. */
-export function commitKind(options: LivingOptions, i: number): CommitKind {
+export function commitKind(
+  options: Pick<LivingOptions, "cycle" | "reindexEvery">,
+  i: number,
+): CommitKind {
   const every = options.reindexEvery;
   if (every > 0 && (i + 1) % every === 0) return "reindex";
   const turn = every > 0 ? i - Math.floor((i + 1) / every) : i;

@@ -243,3 +243,30 @@ describe("bench smoke run", () => {
     }
   });
 });
+
+describe("living commit kinds", () => {
+  it("runs the cycle in turn with a reindex every n-th commit, and the cycle alone with 0", async () => {
+    const { commitKind } = await import("../bench/living.js");
+    const base = { cycle: ["append", "delete"] } as const;
+    const kinds = (reindexEvery: number) =>
+      Array.from({ length: 7 }, (_, i) => commitKind({ ...base, reindexEvery }, i));
+    expect(kinds(3)).toEqual([
+      "append",
+      "delete",
+      "reindex",
+      "append",
+      "delete",
+      "reindex",
+      "append",
+    ]);
+    expect(kinds(0)).toEqual([
+      "append",
+      "delete",
+      "append",
+      "delete",
+      "append",
+      "delete",
+      "append",
+    ]);
+  });
+});
