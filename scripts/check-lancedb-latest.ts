@@ -22,6 +22,8 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
 
 /** The suites whose outcome depends on lancedb's behaviour. */
 const SUITES = [
+  "test/lancedb-workarounds.test.ts",
+  "test/old-writer.test.ts",
   "test/views.test.ts",
   "test/datasets.test.ts",
   "test/strategy.test.ts",

@@ -20,10 +20,7 @@ export interface ConnectOptions {
   readonly session?: lancedb.Session;
 }
 
-/**
- * Connects to a lancedb database directory without the namespace catalogue: lancedb 0.31 would
- * otherwise create `__manifest/` next to the dataset, a write into a prefix we only read.
- */
+/** Connects to a lancedb database directory with the process's storage options. */
 export function connectDatabase(
   dbUri: string,
   kind: "s3" | "local",
@@ -32,10 +29,8 @@ export function connectDatabase(
 ): Promise<Connection> {
   const options = {
     storageOptions: storageOptions({ kind }, s3),
-    manifestEnabled: false,
-    namespaceClientProperties: { manifest_enabled: "false", dir_listing_enabled: "true" },
     ...(readConsistencyInterval === undefined ? {} : { readConsistencyInterval }),
-    // In the options: lancedb 0.31's `connect(uri, options, session)` drops its third argument,
+    // In the options: lancedb's `connect(uri, options, session)` drops its third argument,
     // and the tables then share its default caches (6 GiB of index, 1 GiB of metadata), which
     // hold a whole index past any memory size (test/memory.test.ts).
     ...(session === undefined ? {} : { session }),
