@@ -7,20 +7,19 @@
  * index prewarmed. One `fallback-cost` record per (N, state).
  * @module
  */
+
 import { loadavg } from "node:os";
 import * as lancedb from "@lancedb/lancedb";
 import { readManifest } from "../shared/manifest-store.js";
+import type { DatasetContext } from "./context.js";
+import { FALLBACK_PATHS, type FallbackPath } from "./context.js";
 import { moreRows, random, recallAtK, TABLE } from "./datasets.js";
 import { openFollower, type Phases, type Setup, withSetup } from "./living.js";
 import { nativeSearch } from "./modes.js";
-import type { DatasetContext } from "./run.js";
 import { type PhaseCounter, requests } from "./s3-phases.js";
 import { directObjectStore } from "./stack.js";
 import { percentile, round, shuffled, summarize } from "./stats.js";
 import { shapeOf } from "./view-census.js";
-
-export const FALLBACK_PATHS = { fallback: "in-process", "stack-fallback": "stack" } as const;
-export type FallbackPath = keyof typeof FALLBACK_PATHS;
 
 export async function measureFallback(ctx: DatasetContext, path: FallbackPath): Promise<void> {
   await withSetup(ctx, FALLBACK_PATHS[path], async (setup, counter) => {

@@ -10,6 +10,7 @@
  * memory, and every `--gc-every` commits gc. One `living-commit` record per commit.
  * @module
  */
+
 import { rm } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { join } from "node:path";
@@ -17,7 +18,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import * as lancedb from "@lancedb/lancedb";
 import { FUNCTIONS, localEnv } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
-import { collectViews } from "../shared/gc.js";
+import { gc } from "../shared/gc.js";
 import { type Invoker, inProcessInvoker } from "../shared/invoker.js";
 import type { Manifest } from "../shared/manifest.js";
 import { readManifest } from "../shared/manifest-store.js";
@@ -25,12 +26,12 @@ import type { ObjectStore } from "../shared/objects.js";
 import { type PrepareResponse, prepare } from "../shared/prepare.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
-import { viewFolder, viewRoot } from "../shared/views.js";
+import { viewFolder, viewRoot } from "../shared/views/identity.js";
+import type { DatasetContext, LivingOptions, LivingPath } from "./context.js";
 import { CACHE_DIR, recallAtK, type SearchParams, TABLE } from "./datasets.js";
 import { currentRssMiB, threadEnv } from "./env.js";
 import { type CommitKind, openWriter, type Writer } from "./living-writer.js";
 import { invokePlanner, nativeSearch } from "./modes.js";
-import type { DatasetContext } from "./run.js";
 import { type PhaseCounter, type PhaseCounts, phaseCounter } from "./s3-phases.js";
 import {
   type BenchS3,
@@ -44,27 +45,6 @@ import {
 } from "./stack.js";
 import { round } from "./stats.js";
 import { manifestChange, shapeOf, type ViewCensus, viewCensus, viewKinds } from "./view-census.js";
-
-export const LIVING_PATHS = ["living", "stack-living"] as const;
-export type LivingPath = (typeof LIVING_PATHS)[number];
-
-export interface LivingOptions {
-  readonly commits: number;
-  /** T: a commit starts every this many ms (at once when the previous one's work ran longer). */
-  readonly intervalMs: number;
-  readonly cycle: readonly CommitKind[];
-  /** Every this many commits a `reindex` instead of the cycle's next kind; 0 = never. */
-  readonly reindexEvery: number;
-  /** Build each new version's views before its first query (`prepare`, as on a commit event). */
-  readonly prepare: boolean;
-  /** gc every this many commits; 0 = never. */
-  readonly gcEvery: number;
-  readonly gcKeep: number;
-  /** Queries per side after each first query. */
-  readonly steady: number;
-  readonly appendRows: number;
-  readonly deleteRows: number;
-}
 
 /** The kind of commit `i` (0-based): the cycle in turn, a reindex every `reindexEvery`. */
 export function commitKind(
@@ -592,7 +572,7 @@ class LivingRun {
     const { runtime, uri } = this.#setup;
     const now = new Date(Date.now() + runtime.config.gc.graceMs + 60_000);
     const run = await attempt("gc", () =>
-      this.#counter.measure(() => collectViews({ dataset: uri, keepVersions, now }, runtime)),
+      this.#counter.measure(() => gc({ dataset: uri, keepVersions, now }, { runtime })),
     );
     const after = run ? await viewCensus(this.#census, this.#folder) : before;
     const [report] = run?.value ?? [];

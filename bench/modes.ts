@@ -10,8 +10,10 @@
  */
 import { InvokeCommand, type LambdaClient } from "@aws-sdk/client-lambda";
 import * as lancedb from "@lancedb/lancedb";
+import { readInvokeOutput } from "../functions/common/invoke-output.js";
 import { FUNCTIONS } from "../local/stack.js";
 import { decodeCandidates } from "../shared/codec.js";
+import { isErrorBody } from "../shared/errors.js";
 import type { Invoker } from "../shared/invoker.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import type { SearchRequest } from "../shared/request.js";
@@ -284,13 +286,9 @@ export async function invokePlanner<T>(
   const out = await client.send(
     new InvokeCommand({ FunctionName: FUNCTIONS.planner, Payload: JSON.stringify(payload) }),
   );
-  const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8")) as
-    | T
-    | { error: { code: string; message: string } };
-  if (typeof body === "object" && body !== null && "error" in body) {
-    throw new Error(`${body.error.code}: ${body.error.message}`);
-  }
-  if (out.FunctionError) throw new Error(`planner failed: ${JSON.stringify(body)}`);
+  const { body, failure } = readInvokeOutput(out, FUNCTIONS.planner);
+  if (failure) throw new Error(failure);
+  if (isErrorBody(body)) throw new Error(`${body.error.code}: ${body.error.message}`);
   return body as T;
 }
 

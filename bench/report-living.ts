@@ -5,9 +5,8 @@
  * @module
  */
 
-import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
-import type { Goal, Rec } from "./report.js";
-import { escapeXml, fmt, svgFrame } from "./report.js";
+import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
+import { escapeXml, fmt, type Goal, type Rec, svgFrame } from "./report-format.js";
 import { requests } from "./s3-phases.js";
 import { percentile } from "./stats.js";
 
@@ -296,7 +295,7 @@ export function livingSection(all: readonly Rec[]): { lines: string[]; plots: Pl
     "commit's EventBridge event would), native's first query (`checkoutLatest()` and a search:",
     "what a reader following the latest must do) and `--steady` more, the product's first query",
     "(it pins the latest version itself) and as many more, a listing of the view prefix, memory,",
-    "and every K commits gc (`collectViews`, keepVersions n, `now` = wall time + the grace period",
+    "and every K commits gc (`gc()`, keepVersions n, `now` = wall time + the grace period",
     "+ 1 min: the production grace cannot go under 15 minutes, so gc is told it is later than it",
     "is). The product runs its default configuration (maxTasks 16, coverage `fallback`, prewarm",
     "`background`, 64 open views) with requests without `strategy`; native's index is prewarmed",

@@ -8,13 +8,12 @@ import { existsSync } from "node:fs";
 import { mkdir, readdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { lambdaProfile } from "../functions/common/lambda-invoker.js";
+import { loadConfig } from "../shared/config.js";
 import { BENCH_DIR } from "./datasets.js";
 import { fitTasks, project, type TaskFit, type TaskPoint } from "./model.js";
+import { fmt, type Goal, type Rec, svgFrame } from "./report-format.js";
 import { fallbackSection, livingGoals, livingSection } from "./report-living.js";
 import { round } from "./stats.js";
-
-export type Rec = Record<string, unknown> & { type: string; runId: string };
 
 interface Measurement extends Rec {
   dataset: string;
@@ -90,9 +89,6 @@ function newest(records: Rec[]): Rec[] {
   });
 }
 
-export const fmt = (v: number | null | undefined, d = 2) =>
-  v === undefined || v === null || Number.isNaN(v) ? "–" : v.toFixed(d);
-
 function label(m: { mode: string; width: number }): string {
   return m.mode === "segments" || m.mode === "queries" ? `${m.mode} G=${m.width}` : m.mode;
 }
@@ -117,32 +113,6 @@ const COLORS: Record<string, string> = {
   queries: "#ff7f0e",
   auto: "#9467bd",
 };
-
-/** Plot area: width, height and the left, right, top and bottom margins, in pixels. */
-export interface SvgBox {
-  readonly W: number;
-  readonly H: number;
-  readonly L: number;
-  readonly R: number;
-  readonly T: number;
-  readonly B: number;
-}
-
-/** The opening elements of a chart: background, title, both axes and their labels. */
-export function svgFrame(title: string, box: SvgBox, xLabel: string, yLabel: string): string[] {
-  const { W, H, L, R, T, B } = box;
-  const mid = (T + H - B) / 2;
-  return [
-    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11" role="img" aria-label="${escapeXml(title)}">`,
-    `<title>${escapeXml(title)}</title>`,
-    `<rect width="${W}" height="${H}" fill="white"/>`,
-    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="13">${escapeXml(title)}</text>`,
-    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/>`,
-    `<line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`,
-    `<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">${escapeXml(xLabel)}</text>`,
-    `<text x="14" y="${mid}" text-anchor="middle" transform="rotate(-90 14 ${mid})">${escapeXml(yLabel)}</text>`,
-  ];
-}
 
 export function svgPlot(title: string, ms: Measurement[]): string {
   const W = 640;
@@ -213,17 +183,49 @@ export function svgPlot(title: string, ms: Measurement[]): string {
   return parts.join("\n");
 }
 
-export function escapeXml(s: string): string {
-  return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
-}
-
 // ---------------------------------------------------------------------------------------------
 // Report
 
-export interface Goal {
-  goal: string;
-  measured: string;
-  verdict: string;
+/**
+ * The report's first screen: how many goals were met, which were missed, and per dataset the
+ * warm single-query p50 of native against the best product mode, with its plot.
+ */
+function summary(goalRows: readonly Goal[], ms: readonly Measurement[]): string[] {
+  const judged = goalRows.filter((g) => /^(met|missed)/.test(g.verdict));
+  const missed = judged.filter((g) => g.verdict.startsWith("missed"));
+  const lines = [
+    "## Summary",
+    "",
+    `**${judged.length - missed.length} of ${judged.length} judged goals met**; ` +
+      `${goalRows.length - judged.length} not judged (the runs they need are missing or too short). ` +
+      "Every goal with its figures: Details, Goals.",
+    "",
+  ];
+  if (missed.length > 0) {
+    lines.push("Missed:", "", ...missed.map((g) => `- ${g.goal}: ${g.verdict.slice(8)}`), "");
+  }
+  lines.push(
+    "Warm single queries, in-process (p50, ms; the best product mode of each dataset):",
+    "",
+    "| dataset | native | best product mode | product / native |",
+    "|---|---|---|---|",
+  );
+  const plots: string[] = [];
+  for (const dataset of [...new Set(ms.map((m) => m.dataset))]) {
+    const rows = ms.filter(
+      (m) =>
+        m.dataset === dataset && m.path === "in-process" && m.batch === 1 && m.phase === "warm",
+    );
+    const native = find(rows, { mode: "native" })[0];
+    const best = bestProduct(rows);
+    if (!native || !best) continue;
+    lines.push(
+      `| ${dataset} | ${fmt(native.p50, 1)} | ${label(best)}: ${fmt(best.p50, 1)} | ${fmt(best.p50 / native.p50)}x |`,
+    );
+    const file = `${dataset}-in-process-b1-warm.svg`.replace(/[^a-zA-Z0-9.+-]/g, "_");
+    plots.push(`![${dataset}](plots/${file})`);
+  }
+  return [...lines, "", ...plots, ""];
 }
 
 /**
@@ -422,11 +424,15 @@ export async function writeReport(
   const runs = all.filter((r) => r.type === "run");
   const plotDir = join(BENCH_DIR, "plots");
   await mkdir(plotDir, { recursive: true });
+  const goalRows = [...goals(ms), ...livingGoals(all)];
   const md: string[] = [
     "# Benchmark: native Lance vs one task vs segment fan-out vs query fan-out",
     "",
     "_Generated by `npm run bench` (bench/run.ts) from the JSON lines in `bench/results/`; do not edit by hand_",
     "_(the reading at the end comes from `bench/reading.md`)._",
+    "",
+    ...summary(goalRows, ms),
+    "## Details",
     "",
     "Every mode searches the **same dataset version and index** with the same `k`, `nprobes`,",
     "`refineFactor` and the same query set; modes are interleaved in a seeded random order; warm",
@@ -495,9 +501,7 @@ export async function writeReport(
     "| goal | measured | verdict |",
     "|---|---|---|",
   );
-  for (const g of [...goals(ms), ...livingGoals(all)]) {
-    md.push(`| ${g.goal} | ${g.measured} | ${g.verdict} |`);
-  }
+  for (const g of goalRows) md.push(`| ${g.goal} | ${g.measured} | ${g.verdict} |`);
   md.push("");
 
   const datasets = [...new Set([...ms, ...reads].map((m) => m.dataset))];
@@ -685,7 +689,7 @@ function projection(ms: Measurement[], points: TaskPoint[], all?: Rec[]): string
   }
   const inputs = {
     fit,
-    invokeMs: lambdaProfile({}).invokeMs,
+    invokeMs: loadConfig({}).lambda.invokeMs,
     coldFixedMs: round(coldFixed, 1),
     coldPerMillionRowsMs: round(coldPerMillionRows, 1),
     s3LatencyMs: latency,

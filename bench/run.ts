@@ -5,6 +5,7 @@
  * `tsx bench/run.ts --help` lists the options.
  * @module
  */
+
 import { spawn, spawnSync } from "node:child_process";
 import { appendFile, mkdir, mkdtemp } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
@@ -20,11 +21,21 @@ import { parseSearchRequest, type SearchRequest } from "../shared/request.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { searchSegments } from "../shared/segment-search.js";
 import {
+  BENCH_PATHS,
+  type BenchOptions,
+  type BenchRecord,
+  type DatasetContext,
+  DEFAULT_PATHS,
+  FALLBACK_PATHS,
+  type FallbackPath,
+  LIVING_PATHS,
+  type LivingOptions,
+} from "./context.js";
+import {
   BENCH_DIR,
   CACHE_DIR,
   DATASETS,
   type DatasetInfo,
-  type DatasetSpec,
   ensureDataset,
   groundTruth,
   loadQueries,
@@ -32,8 +43,8 @@ import {
   recallAtK,
 } from "./datasets.js";
 import { environment, type ProcessResources, selfResources, sources, threadEnv } from "./env.js";
-import { FALLBACK_PATHS, type FallbackPath, measureFallback } from "./fallback-cost.js";
-import { LIVING_PATHS, type LivingOptions, measureLiving } from "./living.js";
+import { measureFallback } from "./fallback-cost.js";
+import { measureLiving } from "./living.js";
 import { COMMIT_KINDS, parseCycle } from "./living-writer.js";
 import { fitTasks, type TaskPoint } from "./model.js";
 import {
@@ -52,61 +63,6 @@ import { writeReport } from "./report.js";
 import { measureS3Reads } from "./s3-reads.js";
 import { type BenchStack, invokeProbe, startBenchStack, uploadDataset } from "./stack.js";
 import { percentile, round, shuffled, summarize } from "./stats.js";
-
-export interface BenchOptions {
-  datasets: string[];
-  modes: ModeName[];
-  widths?: number[];
-  queryWidths: number[];
-  batches: number[];
-  paths: BenchPath[];
-  queries: number;
-  warmup: number;
-  batchRepeats: number;
-  /** Samples through the stack (slower per query): single queries and batches per mode. */
-  stackQueries: number;
-  stackBatchRepeats: number;
-  cold: number;
-  latencyMs: number;
-  bandwidthMBps: number;
-  workers: number;
-  /** Whether the stack freezes idle workers between invocations (as Lambda does). @default true */
-  freeze?: boolean;
-  recallThreshold?: number;
-  recallSlack: number;
-  out: string;
-  report: boolean;
-  calibrate: boolean;
-  smoke: boolean;
-  seed: number;
-  /** The living paths' writer, queries and gc (bench/living.ts). */
-  living: LivingOptions;
-  /** Unindexed rows the fallback paths measure (bench/fallback-cost.ts). */
-  unindexed: number[];
-  log: (line: string) => void;
-}
-
-/**
- * `cold`: the stack behind injected S3 latency, cold then warm (`--cold` samples); `reads` and
- * `stack-reads`: S3 requests per query, in this process or through the stack (s3-reads.ts);
- * `living` and `stack-living`: a dataset that commits while queries run (living.ts);
- * `fallback` and `stack-fallback`: what unindexed rows cost (fallback-cost.ts); those four only
- * when asked for.
- */
-export const BENCH_PATHS = [
-  "in-process",
-  "stack",
-  "cold",
-  "reads",
-  "stack-reads",
-  ...LIVING_PATHS,
-  ...(Object.keys(FALLBACK_PATHS) as FallbackPath[]),
-] as const;
-export type BenchPath = (typeof BENCH_PATHS)[number];
-const DEFAULT_PATHS: readonly BenchPath[] = ["in-process", "stack", "cold", "reads", "stack-reads"];
-
-/** One JSON line in bench/results. */
-export type BenchRecord = Record<string, unknown> & { type: string; runId: string };
 
 export async function runBench(
   options: BenchOptions,
@@ -173,16 +129,6 @@ export async function runBench(
   await emit({ type: "end", finishedAt: new Date().toISOString(), loadAverage: loadavg() });
   if (options.report) await writeReport(options.out, log);
   return { file, records };
-}
-
-export interface DatasetContext {
-  readonly info: DatasetInfo;
-  readonly spec: DatasetSpec;
-  readonly queries: number[][];
-  readonly truth: string[][];
-  readonly widths: number[];
-  readonly options: BenchOptions;
-  readonly emit: (record: Omit<BenchRecord, "runId">) => Promise<void>;
 }
 
 /** G = 1, 2, 4, ... and the number of segments itself. */

@@ -14,10 +14,10 @@ import { join } from "node:path";
 import { localEnv } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { createRuntime } from "../shared/runtime.js";
+import type { DatasetContext } from "./context.js";
 import { CACHE_DIR, random, recallAtK, type SearchParams } from "./datasets.js";
 import { threadEnv } from "./env.js";
 import { inProcessTarget, type Mode, modeId, stackTarget, type Target } from "./modes.js";
-import type { DatasetContext } from "./run.js";
 import { type BenchS3, BUCKET, startBenchS3, startBenchStack, uploadDataset } from "./stack.js";
 import { round, shuffled, summarize } from "./stats.js";
 

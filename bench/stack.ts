@@ -11,7 +11,7 @@ import { join, relative } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { HeadObjectCommand, PutObjectCommand, S3Client } from "@aws-sdk/client-s3";
 import { lambdaInvoker, lambdaProfile } from "../functions/common/lambda-invoker.js";
-import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
+import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { bundleFunctions, type FunctionBundles } from "../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
 import { freePort } from "../local/net.js";
@@ -278,7 +278,7 @@ async function warmEveryWorker(
     segmentSearchFunction: FUNCTIONS.segmentSearch,
     mergeFunction: FUNCTIONS.merge,
     client,
-    profile: lambdaProfile(env),
+    profile: lambdaProfile(loadConfig(env).lambda),
   });
   let previous: Promise<unknown> = Promise.resolve();
   const everyWorker = (task: Parameters<typeof lambda.searchSegments>[0]) => {

@@ -7,7 +7,7 @@
 import type { DatasetLocation } from "../shared/dataset.js";
 import type { Manifest } from "../shared/manifest.js";
 import type { ObjectStore } from "../shared/objects.js";
-import { versionViews } from "../shared/version-views.js";
+import { versionViews } from "../shared/views/version-views.js";
 
 export interface ViewCensus {
   /** Views with a manifest. */

@@ -13,11 +13,11 @@ import { Architecture, LoggingFormat, Runtime } from "aws-cdk-lib/aws-lambda";
 import { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
+import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { COVERAGE_MODES, type Coverage, LIMITS } from "../shared/request.js";
 import { assetArch, fanoutBundling } from "./bundling.js";
 import { type Reservations, reserveConcurrency } from "./concurrency.js";
 import type { DatasetAccess } from "./dataset-access.js";
-import { FUNCTION_DEFAULTS } from "./function-defaults.js";
 import { assertLancedbBuild } from "./lancedb-builds.js";
 import { DEFAULT_THROTTLE } from "./search-api.js";
 

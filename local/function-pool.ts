@@ -8,6 +8,8 @@
  * @module
  */
 import { performance } from "node:perf_hooks";
+/** Lambda's limit on a synchronous invocation's request and response payloads. */
+import { MAX_PAYLOAD_BYTES } from "../shared/payload.js";
 import {
   InvocationOutput,
   type KillReason,
@@ -15,9 +17,6 @@ import {
   type WorkerSpec,
 } from "./worker-process.js";
 import type { LambdaError } from "./worker-protocol.js";
-
-/** Lambda's limit on a synchronous invocation's request and response payloads. */
-export const MAX_PAYLOAD_BYTES = 6 * 1024 * 1024;
 
 /**
  * Limit on a worker's init phase. Lambda allows 10 s with a CPU per environment; here every

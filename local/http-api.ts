@@ -15,7 +15,8 @@ import {
   TooManyRequestsException,
 } from "@aws-sdk/client-lambda";
 import pRetry from "p-retry";
-import { HOST, listenOnLoopback } from "./net.js";
+import { readInvokeOutput } from "../functions/common/invoke-output.js";
+import { HOST, listenOnLoopback, readBody, sendJson } from "./net.js";
 
 export interface HttpApiOptions {
   /** @default 0 = pick a free port */
@@ -118,9 +119,11 @@ async function route(
   const url = new URL(req.url ?? "/", `http://${HOST}`);
   const key = `${req.method} ${url.pathname}`;
   if (key === "GET /health" && health.starting !== undefined) {
-    sendJson(res, 503, { status: "starting", reason: health.starting }, { "retry-after": "1" });
+    sendJson(res, 503, JSON.stringify({ status: "starting", reason: health.starting }), {
+      "retry-after": "1",
+    });
   } else if (key === "GET /health") {
-    sendJson(res, 200, { status: "ok" });
+    sendJson(res, 200, JSON.stringify({ status: "ok" }));
   } else if (key === ROUTE_KEY) {
     await search(req, res, url, invoke);
   } else {
@@ -134,7 +137,7 @@ async function search(
   url: URL,
   invoke: Invoke,
 ): Promise<void> {
-  const body = await readBody(req);
+  const body = await readBody(req, MAX_BODY_BYTES, "pause");
   if (body === undefined) {
     // The rest of the body is never read; closing the connection drops it.
     sendError(res, 413, "PAYLOAD_TOO_LARGE", `the request body is over ${MAX_BODY_BYTES} bytes`, {
@@ -157,13 +160,12 @@ async function search(
     }
     return;
   }
-  const payload = out.Payload ? Buffer.from(out.Payload).toString("utf8") : "null";
-  if (out.FunctionError) {
-    const message = (parseJson(payload) as { errorMessage?: unknown } | undefined)?.errorMessage;
-    sendError(res, 502, "INTERNAL", `the planner failed: ${String(message ?? payload)}`);
+  const answer = readInvokeOutput(out, "the planner");
+  if (answer.failure) {
+    sendError(res, 502, "INTERNAL", answer.failure);
     return;
   }
-  const response = httpResponse(payload);
+  const response = httpResponse(answer.text);
   res.writeHead(response.statusCode, { ...response.headers, "apigw-requestid": requestId });
   res.end(response.body);
 }
@@ -225,29 +227,6 @@ function httpResponse(payload: string): HttpResponse {
   };
 }
 
-/**
- * The request body, or `undefined` as soon as it is known to be over the limit (from
- * `content-length`, or once that many bytes arrived); nothing more is read then.
- */
-function readBody(req: IncomingMessage): Promise<Buffer | undefined> {
-  if (Number(req.headers["content-length"]) > MAX_BODY_BYTES) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_BODY_BYTES) {
-        chunks.push(chunk);
-        return;
-      }
-      req.pause().off("data", onData).off("end", onEnd);
-      resolve(undefined);
-    };
-    const onEnd = () => resolve(Buffer.concat(chunks));
-    req.on("data", onData).on("end", onEnd).on("error", reject);
-  });
-}
-
 function parseJson(text: string): unknown {
   try {
     return JSON.parse(text);
@@ -263,22 +242,6 @@ function clfTime(date: Date): string {
   return `${day}/${month}/${year}:${time} +0000`;
 }
 
-function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: Record<string, string> = {},
-): void {
-  const text = JSON.stringify(body);
-  res
-    .writeHead(status, {
-      "content-type": "application/json",
-      "content-length": Buffer.byteLength(text),
-      ...headers,
-    })
-    .end(text);
-}
-
 /** The error body of the project's API: `{ error: { code, message } }`. */
 function sendError(
   res: ServerResponse,
@@ -288,5 +251,5 @@ function sendError(
   headers: Record<string, string> = {},
 ): void {
   if (res.headersSent) return;
-  sendJson(res, status, { error: { code, message } }, headers);
+  sendJson(res, status, JSON.stringify({ error: { code, message } }), headers);
 }

@@ -24,15 +24,15 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { extname, isAbsolute } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
+import { MAX_PAYLOAD_BYTES } from "../shared/payload.js";
 import {
   FunctionPool,
   type FunctionStats,
   type InvokeResult,
-  MAX_PAYLOAD_BYTES,
   type Outcome,
 } from "./function-pool.js";
 import { type InvokeRequest, RequestError, readInvokeRequest } from "./invoke-request.js";
-import { HOST, listenOnLoopback } from "./net.js";
+import { HOST, listenOnLoopback, readBody, sendJson } from "./net.js";
 import { type Reaper, startReaper } from "./reaper.js";
 import type { LambdaError } from "./worker-protocol.js";
 
@@ -203,7 +203,7 @@ async function handle(
   }
   const pool = pools.get(request.name) as FunctionPool;
   const limit = request.invocationType === "Event" ? MAX_EVENT_BYTES : MAX_PAYLOAD_BYTES;
-  const body = await readBody(req, limit);
+  const body = await readBody(req, limit, "drain");
   if (body === undefined) {
     const message = `Request must be smaller than ${limit} bytes for the InvokeFunction operation`;
     sendError(res, 413, "RequestEntityTooLargeException", { Type: "User", message });
@@ -305,52 +305,12 @@ function sendStopping(res: ServerResponse): void {
   sendError(res, 503, "ServiceException", { Type: "Service", Message: "The service is stopping" });
 }
 
-/**
- * The request body, or `undefined` when it is over `limit` bytes. An oversized body is not
- * kept: the rest of it is discarded as it arrives (by Node once the 413 is sent), so that the
- * client, still writing, reads the 413 instead of a reset connection.
- */
-function readBody(req: IncomingMessage, limit: number): Promise<Buffer | undefined> {
-  if (Number(req.headers["content-length"]) > limit) return Promise.resolve(undefined);
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) {
-        chunks.push(chunk);
-        return;
-      }
-      // Without a `data` listener the stream keeps flowing and drops what it reads.
-      req.off("data", onData).off("end", onEnd);
-      resolve(undefined);
-    };
-    const onEnd = () => resolve(Buffer.concat(chunks));
-    req.on("data", onData).on("end", onEnd).on("error", reject);
-  });
-}
-
 function safeDecode(component: string): string | undefined {
   try {
     return decodeURIComponent(component);
   } catch {
     return undefined;
   }
-}
-
-function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: string,
-  headers: Record<string, string> = {},
-): void {
-  res
-    .writeHead(status, {
-      "Content-Type": "application/json",
-      "Content-Length": Buffer.byteLength(body),
-      ...headers,
-    })
-    .end(body);
 }
 
 /** A service error as Lambda sends it: the SDK picks the exception class by `x-amzn-ErrorType`. */

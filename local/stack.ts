@@ -6,7 +6,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
+import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { bundleFunctions } from "./bundle.js";
 import { type HttpApi, startHttpApi } from "./http-api.js";
 import { type LocalLambda, startLocalLambda } from "./lambda.js";

@@ -9,9 +9,9 @@ import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Command, Option } from "commander";
+import { positiveInteger } from "../cli/positive-integer.js";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
 import { FUNCTIONS, startStack } from "../local/stack.js";
-import { positiveInteger } from "./positive-integer.js";
 
 const options = new Command("load")
   .option("--clients <n>", "concurrent clients", positiveInteger, 8)

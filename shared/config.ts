@@ -17,6 +17,30 @@ export interface S3Config {
   readonly sessionToken?: string;
 }
 
+/** How the planner reaches the segment-search and merge functions on Lambda. */
+export interface LambdaConfig {
+  /** `LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION`: name or ARN; required where the planner invokes. */
+  readonly segmentSearchFunction?: string;
+  /** `LANCE_FANOUT_MERGE_FUNCTION`: name or ARN; required where the planner invokes. */
+  readonly mergeFunction?: string;
+  /** `AWS_ENDPOINT_URL_LAMBDA` (or `AWS_ENDPOINT_URL`), e.g. the local Lambda endpoint. @default AWS */
+  readonly endpoint?: string;
+  /** Tasks that truly run at once (`LANCE_FANOUT_PARALLELISM`), for the cost model. @default 256 */
+  readonly parallelism: number;
+  /** What one warm invoke costs (`LANCE_FANOUT_INVOKE_MS`), for the cost model. @default 15 */
+  readonly invokeMs: number;
+}
+
+/** The local stack's ports (`fanout serve`, `npm start`), all on 127.0.0.1. */
+export interface LocalStackPorts {
+  /** `PORT`: the HTTP API. @default 3000 */
+  readonly http: number;
+  /** `LANCE_FANOUT_S3_PORT`: the local S3. @default 4569 */
+  readonly s3: number;
+  /** `LANCE_FANOUT_LAMBDA_PORT`: the local Lambda endpoint. @default 9001 */
+  readonly lambda: number;
+}
+
 export interface FanoutConfig {
   /** Upper bound on segment-search tasks when a request sets no `maxTasks`. @default 16 */
   readonly maxTasks: number;
@@ -78,7 +102,13 @@ export interface FanoutConfig {
      */
     readonly graceMs: number;
   };
+  /** Datasets a scheduled prepare event prepares (`LANCE_FANOUT_PREPARE_DATASETS`). @default none */
+  readonly prepareDatasets: readonly string[];
+  /** Whether the functions log a JSON line per event (`LANCE_FANOUT_LOG`: on, off). @default on */
+  readonly log: boolean;
   readonly s3: S3Config;
+  readonly lambda: LambdaConfig;
+  readonly localStack: LocalStackPorts;
 }
 
 export const PREWARM_MODES = ["background", "eager", "off"] as const;
@@ -87,15 +117,10 @@ export type PrewarmMode = (typeof PREWARM_MODES)[number];
 type Env = Readonly<Record<string, string | undefined>>;
 
 /**
- * Reads the configuration from environment variables (all optional):
- * `LANCE_FANOUT_MAX_TASKS`, `LANCE_FANOUT_VIEW_ROOT`, `LANCE_FANOUT_S3_VIEW_PREFIX`,
- * `LANCE_FANOUT_ALLOWED_DATASETS` (comma-separated), `LANCE_FANOUT_ALLOW_LOCAL`,
- * `LANCE_FANOUT_TIMEOUT_MS`, `LANCE_FANOUT_VIEW_CACHE_SIZE`, `LANCE_FANOUT_PREWARM`,
- * `LANCE_FANOUT_INDEX_CACHE_MB`, `LANCE_FANOUT_METADATA_CACHE_MB`, `LANCE_FANOUT_COVERAGE`,
- * `LANCE_FANOUT_PREPARE_ENVIRONMENTS`,
- * `LANCE_FANOUT_GC_KEEP_VERSIONS`, `LANCE_FANOUT_GC_GRACE_MINUTES`, and for S3 `AWS_ENDPOINT_URL_S3`
- * (or `AWS_ENDPOINT_URL`), `AWS_REGION`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
- * `AWS_SESSION_TOKEN`.
+ * Reads the configuration from environment variables, every one the product reads (all
+ * optional; the README's Configuration table lists them). Lambda's own `AWS_LAMBDA_FUNCTION_NAME`
+ * and `AWS_LAMBDA_FUNCTION_MEMORY_SIZE` set the defaults that differ on Lambda.
+ * @throws TypeError naming the variable whose value is not valid.
  */
 export function loadConfig(env: Env = process.env): FanoutConfig {
   const onLambda = Boolean(env.AWS_LAMBDA_FUNCTION_NAME);
@@ -122,6 +147,20 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     gc: {
       keepVersions: intVar(env, "LANCE_FANOUT_GC_KEEP_VERSIONS", 3),
       graceMs: graceMinutes(env) * 60_000,
+    },
+    prepareDatasets: list(env.LANCE_FANOUT_PREPARE_DATASETS) ?? [],
+    log: enumVar(env, "LANCE_FANOUT_LOG", ["on", "off"], "on") === "on",
+    lambda: {
+      segmentSearchFunction: text(env.LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION),
+      mergeFunction: text(env.LANCE_FANOUT_MERGE_FUNCTION),
+      endpoint: text(env.AWS_ENDPOINT_URL_LAMBDA) ?? text(env.AWS_ENDPOINT_URL),
+      parallelism: intVar(env, "LANCE_FANOUT_PARALLELISM", 256),
+      invokeMs: intVar(env, "LANCE_FANOUT_INVOKE_MS", 15),
+    },
+    localStack: {
+      http: intVar(env, "PORT", 3000),
+      s3: intVar(env, "LANCE_FANOUT_S3_PORT", 4569),
+      lambda: intVar(env, "LANCE_FANOUT_LAMBDA_PORT", 9001),
     },
     s3: {
       endpoint: text(env.AWS_ENDPOINT_URL_S3) ?? text(env.AWS_ENDPOINT_URL),

@@ -8,29 +8,38 @@
  * under the view prefix.
  * @module
  */
+import { z } from "zod";
 import { FanoutError } from "./errors.js";
 import type { StoredObject } from "./objects.js";
+import { LIMITS } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
-import { versionViews } from "./version-views.js";
-import { datasetOfFolder, viewFolder, viewRoot } from "./views.js";
+import { datasetOfFolder, viewFolder, viewRoot } from "./views/identity.js";
+import { versionViews } from "./views/version-views.js";
 
-export interface GcOptions {
-  /** One dataset; @default every dataset with views under the view root of `dataset`'s kind */
-  readonly dataset?: string;
+export const gcOptionsSchema = z.strictObject({
+  /** One dataset; @default every dataset with views under the view root of `root` */
+  dataset: z.string().min(1).max(2048).optional(),
   /** List what would go without deleting. */
-  readonly dryRun?: boolean;
+  dryRun: z.boolean().optional(),
   /** @default the configuration's (`LANCE_FANOUT_GC_KEEP_VERSIONS`) */
-  readonly keepVersions?: number;
-  /** @default the configuration's (`LANCE_FANOUT_GC_GRACE_MINUTES`) */
-  readonly graceMs?: number;
+  keepVersions: z.number().int().min(1).optional(),
+  /**
+   * @default the configuration's (`LANCE_FANOUT_GC_GRACE_MINUTES`); longer than the longest
+   * query deadline, so no view a running query uses can go.
+   */
+  graceMs: z.number().int().gt(LIMITS.maxTimeoutMs).optional(),
   /** @default now */
-  readonly now?: Date;
+  now: z.date().optional(),
   /**
    * Where to look for datasets when `dataset` is not given: `s3://bucket` (the view prefix in
-   * that bucket) or `local` (`LANCE_FANOUT_VIEW_ROOT`).
+   * that bucket) or `local` (`LANCE_FANOUT_VIEW_ROOT`). @default local
    */
-  readonly root?: string;
-}
+  root: z
+    .string()
+    .regex(/^(local|s3:\/\/[^/]+\/?)$/, "must be local or s3://bucket")
+    .optional(),
+});
+export type GcOptions = z.infer<typeof gcOptionsSchema>;
 
 export interface GcReport {
   readonly dataset: string;
@@ -47,11 +56,25 @@ export interface GcReport {
 
 const VIEW = /^(.*)\/(view-[0-9a-f]{32})\.lance\//;
 
-/** Collects dead views of one dataset, or of every dataset found under a view root. */
-export async function collectViews(
-  options: GcOptions,
-  runtime: Runtime = defaultRuntime(),
+/**
+ * Collects the dead views of one dataset, or of every dataset found under a view root (`fanout
+ * gc`, and on AWS the hourly gc function).
+ * @example
+ * const [report] = await gc({ dataset: "s3://bucket/db/items.lance", dryRun: true });
+ */
+export async function gc(
+  options: GcOptions = {},
+  { runtime = defaultRuntime() }: { readonly runtime?: Runtime } = {},
 ): Promise<GcReport[]> {
+  const parsed = gcOptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new FanoutError("INVALID_REQUEST", `gc: ${issue?.path.join(".")}: ${issue?.message}`);
+  }
+  return collect(parsed.data, runtime);
+}
+
+async function collect(options: GcOptions, runtime: Runtime): Promise<GcReport[]> {
   const datasets = options.dataset ? [options.dataset] : await datasetsUnder(options, runtime);
   const reports: GcReport[] = [];
   for (const dataset of datasets) reports.push(await collectDataset(dataset, options, runtime));

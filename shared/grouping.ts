@@ -7,7 +7,7 @@
  * Pure and deterministic: equal inputs give equal groups.
  * @module
  */
-import type { Segment } from "./index-choice.js";
+import type { FlatFragment, Segment } from "./units.js";
 
 /**
  * Estimated cost of searching a segment, in row-equivalents. A segment has a fixed cost
@@ -75,13 +75,6 @@ export function groupSegments(segments: readonly Segment[], maxGroups: number): 
     })),
     maxGroups,
   );
-}
-
-/** A fragment searched flat: its live and physical rows. */
-export interface FlatFragment {
-  readonly id: number;
-  readonly rows: number;
-  readonly physicalRows: number;
 }
 
 /**

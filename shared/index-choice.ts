@@ -4,21 +4,9 @@
  * @module
  */
 import { FanoutError } from "./errors.js";
-import type { FlatFragment } from "./grouping.js";
 import type { Manifest, ManifestField, ManifestFragment, ManifestSegment } from "./manifest.js";
 import type { DistanceType } from "./request.js";
-
-/** One index segment as the planner sees it: the live fragments it covers and their rows. */
-export interface Segment {
-  readonly uuid: string;
-  /** The dataset version the segment was built at: its place in creation order. */
-  readonly created: number;
-  readonly fragments: readonly number[];
-  /** Live rows. */
-  readonly rows: number;
-  /** Rows including deleted ones (what the index holds; unchanged by deletes). */
-  readonly physicalRows: number;
-}
+import type { FlatFragment, Segment } from "./units.js";
 
 export interface IndexChoice {
   readonly name: string;

@@ -4,15 +4,11 @@
  * @module
  */
 import { availableParallelism } from "node:os";
-import { decodeCandidates, decodeVectors, type QueryCandidates } from "./codec.js";
-import { FanoutError } from "./errors.js";
-import { notFoundError } from "./manifest-store.js";
-import { type Hit, materialize, mergeCandidates } from "./merge.js";
-import { rescore } from "./refine.js";
+import { firstRowsOf, readFooters } from "./lance/tables.js";
+import { runMerge } from "./merge.js";
 import type { Runtime } from "./runtime.js";
 import { prepareView, searchSegments, warmViews } from "./segment-search.js";
 import type { ExecutionProfile } from "./strategy.js";
-import { firstRowsOf, isNotFound, readFooters, type Table } from "./tables.js";
 import type {
   MergeInput,
   MergeOutput,
@@ -38,45 +34,6 @@ export interface Invoker {
   prepareView(task: ViewTask): Promise<PreparedView>;
   /** Opens and loads a warm task's views in the environment the invoke reaches. */
   warmViews(task: WarmTask): Promise<Warmed>;
-}
-
-/** The merge step itself, shared by the in-process invoker and the merge function. */
-export async function runMerge(input: MergeInput, runtime: Runtime): Promise<MergeOutput> {
-  const location = runtime.resolveDataset(input.dataset);
-  try {
-    const pinned = () => runtime.tables.at(location, input.version);
-    const lists = input.candidates.map(decodeCandidates);
-    if (input.refine) lists.push(await refined(input, input.refine, await pinned()));
-    const hits = mergeCandidates(lists, input);
-    const table = input.select?.length ? await pinned() : undefined;
-    return { results: await materialize(hits, input.select, table) };
-  } catch (err) {
-    if (err instanceof FanoutError || !isNotFound(err)) throw err;
-    throw await notFoundError(err, runtime.objects, location.uri, input.version);
-  }
-}
-
-/** The global top `refine.limit` index candidates of each query, with exact distances. */
-function refined(
-  input: MergeInput,
-  refine: NonNullable<MergeInput["refine"]>,
-  table: Table,
-): Promise<QueryCandidates[]> {
-  const global = mergeCandidates(refine.candidates.map(decodeCandidates), {
-    k: refine.limit,
-    offset: 0,
-    queryOffset: 0,
-    queryCount: input.queryCount,
-  });
-  const perQuery = Array.from({ length: input.queryCount }, (): Hit[] => []);
-  for (const hit of global) perQuery[hit.queryId]?.push(hit);
-  return rescore({
-    table,
-    column: refine.column,
-    metric: refine.metric,
-    queries: decodeVectors(refine.queries),
-    candidates: perQuery,
-  });
 }
 
 /**

@@ -3,7 +3,9 @@
  * @module
  */
 import { LRUCache } from "lru-cache";
+import { cachedPromise } from "./cached.js";
 import { FanoutError } from "./errors.js";
+import { missingObject } from "./lance/errors.js";
 import { type Manifest, manifestFileNames, parseManifest } from "./manifest.js";
 import type { ObjectStore } from "./objects.js";
 
@@ -38,13 +40,9 @@ export class ManifestCache {
 
   read(tableUri: string, version: number): Promise<Manifest> {
     const key = `${tableUri}@${version}`;
-    let manifest = this.#manifests.get(key);
-    if (!manifest) {
-      manifest = readManifest(this.#objects, tableUri, version);
-      manifest.catch(() => this.#manifests.delete(key));
-      this.#manifests.set(key, manifest);
-    }
-    return manifest;
+    return cachedPromise(this.#manifests, key, () =>
+      readManifest(this.#objects, tableUri, version),
+    );
   }
 }
 
@@ -73,12 +71,7 @@ export async function notFoundError(
     }
     throw missing;
   }
-  const message = err instanceof Error ? err.message : String(err);
-  // Lance 12 nests it: "Not found: Wrapped error: Not found: <path>, <source location>".
-  const object = /Object at location (\S+) not found|Not found: (?!Wrapped\b)([^,\s]+)/i.exec(
-    message,
-  );
-  const missing = object?.[1] ?? object?.[2] ?? "an object";
+  const missing = missingObject(err) ?? "an object";
   return new FanoutError("INTERNAL", `${missing} of version ${version} of ${tableUri} is missing`, {
     cause: err,
     details: { missing },

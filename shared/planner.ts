@@ -5,18 +5,20 @@
  */
 import { encodeVectors } from "./codec.js";
 import { FanoutError } from "./errors.js";
-import {
-  type FlatFragment,
-  type Group,
-  groupFragments,
-  groupSegments,
-  segmentCost,
-} from "./grouping.js";
+import { type Group, groupFragments, groupSegments, segmentCost } from "./grouping.js";
 import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
+import { lanceMessage } from "./lance/errors.js";
 import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
 import { type ExecutionProfile, splitWork } from "./strategy.js";
 import type { SegmentTask } from "./tasks.js";
+import type { FlatFragment } from "./units.js";
+import {
+  groupFieldsOf,
+  type PinnedVersion,
+  pinnedVersion,
+  viewSpecOfGroup,
+} from "./views/identity.js";
 
 /** A group of the plan: index segments searched through the index, or unindexed fragments searched flat. */
 export interface PlannedGroup extends Group {
@@ -24,11 +26,8 @@ export interface PlannedGroup extends Group {
 }
 
 export interface SearchPlan {
-  readonly dataset: string;
-  readonly version: number;
-  /** What each live fragment holds (`ManifestFragment.content`) and the schema: view names. */
-  readonly contents: ReadonlyMap<number, string>;
-  readonly schema: string;
+  /** The version every task and merge reads, and what names its views. */
+  readonly pinned: PinnedVersion;
   readonly index: IndexChoice;
   readonly strategy: "single" | "segments" | "queries" | "hybrid";
   readonly groups: readonly PlannedGroup[];
@@ -39,6 +38,32 @@ export interface SearchPlan {
   readonly unsearchedRows: number;
   /** Where index candidates get exact distances, if anywhere (see {@link refinePlacement}). */
   readonly refine: Refine | undefined;
+  readonly limits: Limits;
+}
+
+/** Candidates per query at each step, computed once per plan (see {@link limitsOf}). */
+export interface Limits {
+  /** Ranks each query's answer keeps before its offset is dropped: k + offset. */
+  readonly results: number;
+  /**
+   * What an index task answers per query: `results`, times the refine factor when the merge
+   * refines (each task's share of the global top candidates); also what the merge re-scores.
+   */
+  readonly indexTask: number;
+}
+
+/**
+ * The limits of `request`. `most` is what an index task may answer whatever the refine's
+ * placement: the cost model's bound before the groups are known.
+ */
+export function limitsOf(request: ValidSearchRequest, refine?: Refine): Limits & { most: number } {
+  const results = request.k + (request.offset ?? 0);
+  const most = results * (request.refineFactor ?? 1);
+  return {
+    results,
+    most,
+    indexTask: refine?.where === "merge" ? results * refine.factor : results,
+  };
 }
 
 /**
@@ -94,18 +119,17 @@ export async function plan(
   const { units, split } = splitPlan(index, coverage, request, runtime.config.maxTasks, profile);
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
   const indexGroups = units.kind === "index" ? split.groups.length : 0;
+  const refine = refinePlacement(indexGroups, units.flat.length > 0, request.refineFactor);
   return {
-    dataset: location.uri,
-    version,
-    contents: new Map(manifest.fragments.map((f) => [f.id, f.content])),
-    schema: manifest.schema,
+    pinned: pinnedVersion(manifest, location),
     index,
     strategy: split.strategy,
     groups: [...split.groups.map((g) => ({ ...g, kind: units.kind })), ...units.flat],
     chunks: split.chunks,
     estimatedMs: split.estimatedMs,
     unsearchedRows: coverage === "indexed-only" ? unindexedRows : 0,
-    refine: refinePlacement(indexGroups, units.flat.length > 0, request.refineFactor),
+    refine,
+    limits: limitsOf(request, refine),
   };
 }
 
@@ -127,8 +151,7 @@ export function splitPlan(
     group: units.group,
     queries: request.queries.length,
     dimension: index.dimension,
-    // Candidates per query a task may answer: the most, when the merge refines.
-    limit: (request.k + (request.offset ?? 0)) * (request.refineFactor ?? 1),
+    limit: limitsOf(request).most,
     maxTasks: Math.min(request.maxTasks ?? maxTasks, maxTasks),
     strategy: request.strategy ?? "auto",
     // `select` columns or a flat group beside the index groups: the merge function runs anyway.
@@ -213,36 +236,25 @@ export function tasksOf(
   request: ValidSearchRequest,
   requestId: string,
 ): SegmentTask[] {
-  const { refine } = searchPlan;
-  const limit = request.k + (request.offset ?? 0);
+  const { pinned, index, refine, limits } = searchPlan;
   return searchPlan.chunks.flatMap(([start, end], chunk) => {
     const queries = encodeVectors(request.queries.slice(start, end));
     return searchPlan.groups.map((group, i) => ({
       requestId,
-      dataset: searchPlan.dataset,
-      version: searchPlan.version,
-      column: searchPlan.index.column,
-      indexName: searchPlan.index.name,
-      metric: searchPlan.index.metric,
+      dataset: pinned.dataset.uri,
+      version: pinned.version,
+      schema: pinned.schema,
+      ...groupFieldsOf(viewSpecOfGroup(pinned, index.name, group)),
+      column: index.column,
+      metric: index.metric,
       kind: group.kind,
       group: i,
       chunk,
-      segments: [...group.segments],
-      fragments: group.fragments.map((id) => ({ id, content: searchPlan.contents.get(id) ?? "" })),
-      schema: searchPlan.schema,
       queries,
-      // Refined in the merge: the task answers its share of the global top limit × factor.
-      limit: group.kind === "index" && refine?.where === "merge" ? limit * refine.factor : limit,
+      limit: group.kind === "index" ? limits.indexTask : limits.results,
       filter: request.filter,
       nprobes: request.nprobes,
       refineFactor: group.kind === "index" && refine?.where === "task" ? refine.factor : undefined,
     }));
   });
-}
-
-/** The first line of a lance error, without its Rust source locations. */
-function lanceMessage(err: unknown): string {
-  const message = err instanceof Error ? err.message : String(err);
-  const inner = /Caused by: (.*?)(?:, \/|$)/.exec(message)?.[1] ?? message;
-  return inner.split(/,\s*\/usr\//)[0]?.trim() ?? inner;
 }

@@ -18,8 +18,8 @@ import { parseSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
 import type { ExecutionProfile } from "./strategy.js";
 import type { PreparedView, ViewTask } from "./tasks.js";
-import { groupViews, versionViews } from "./version-views.js";
-import type { ViewSpec } from "./views.js";
+import { groupFieldsOf, pinnedVersion, type ViewSpec, viewSpecOfGroup } from "./views/identity.js";
+import { versionViews } from "./views/version-views.js";
 
 export const prepareRequestSchema = z.strictObject({
   dataset: z.string().min(1).max(2048),
@@ -58,6 +58,8 @@ const TYPICAL_K = 10;
  * many environments: a task lands in whichever environment is free, and one that had to open
  * its view itself would pay the cold read prepare exists to take off the query path. Every
  * width's views in every environment would hold the index once per width.
+ * @example
+ * const { views, created } = await prepare({ dataset: "s3://bucket/db/items.lance" });
  */
 export async function prepare(
   request: PrepareRequest,
@@ -88,11 +90,11 @@ export async function prepare(
   const limit = pLimit(CONCURRENCY);
   const prepared: PreparedView[] = await Promise.all(
     [...specs.values()].map((spec) => {
-      const task: ViewTask = { ...pinned, ...groupOf(spec), prepare: true };
+      const task: ViewTask = { ...pinned, ...groupFieldsOf(spec), prepare: true };
       return limit(() => invoker.prepareView(task));
     }),
   );
-  const typical = typicalViews(manifest, location, runtime, invoker.profile).map(groupOf);
+  const typical = typicalViews(manifest, location, runtime, invoker.profile).map(groupFieldsOf);
   const copies = typical.length === 0 ? 0 : runtime.config.prepareEnvironments;
   const warmed = await Promise.all(
     Array.from({ length: copies }, () => invoker.warmViews({ ...pinned, warm: typical })),
@@ -104,14 +106,6 @@ export async function prepare(
     created: prepared.filter((p) => p.created).length,
     environments: new Set(warmed.map((w) => w.environment)).size,
     ms: Math.round(performance.now() - started),
-  };
-}
-
-function groupOf(spec: ViewSpec) {
-  return {
-    indexName: spec.indexName,
-    segments: [...spec.segments],
-    fragments: [...spec.fragments],
   };
 }
 
@@ -140,6 +134,6 @@ function typicalViews(
     k: TYPICAL_K,
   });
   const { units, split } = splitPlan(index, coverage, request, maxTasks, profile);
-  const viewOf = groupViews(manifest, location);
-  return [...split.groups, ...units.flat].map((group) => viewOf(index.name, group));
+  const pinned = pinnedVersion(manifest, location);
+  return [...split.groups, ...units.flat].map((g) => viewSpecOfGroup(pinned, index.name, g));
 }

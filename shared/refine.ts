@@ -10,9 +10,9 @@ import nodeModule from "node:module";
 import * as lancedb from "@lancedb/lancedb";
 import type { QueryCandidates } from "./codec.js";
 import { FanoutError } from "./errors.js";
-import { compareHits, type Hit } from "./merge.js";
+import type { Table } from "./lance/connect.js";
 import type { DistanceType } from "./request.js";
-import type { Table } from "./tables.js";
+import { compareHits, type Hit } from "./top-k.js";
 
 // lancedb is CommonJS with its own apache-arrow: tables it takes must be built from that instance.
 // (Not `import { createRequire }`: the Lambda bundles' banner declares that name already.)

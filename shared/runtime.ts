@@ -5,10 +5,10 @@
  */
 import { type FanoutConfig, loadConfig } from "./config.js";
 import { type DatasetLocation, resolveDataset } from "./dataset.js";
+import { TableCache } from "./lance/tables.js";
 import { ManifestCache } from "./manifest-store.js";
 import { createObjectStore, type ObjectStore } from "./objects.js";
-import { TableCache } from "./tables.js";
-import { ViewCache } from "./views.js";
+import { ViewCache } from "./views/cache.js";
 
 export interface Runtime {
   readonly config: FanoutConfig;

@@ -3,23 +3,15 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
-import {
-  decodeCandidates,
-  type EncodedCandidates,
-  encodeCandidates,
-  encodeVectors,
-} from "./codec.js";
 import { FanoutError, toFanoutError } from "./errors.js";
-import { type Invoker, inProcessInvoker, runMerge } from "./invoker.js";
+import { type Invoker, inProcessInvoker } from "./invoker.js";
 import { isMissingObject } from "./manifest-store.js";
+import { mergeInputs, mergesHere, runMerge } from "./merge.js";
+import { withinPayloadLimit } from "./payload.js";
 import { plan, type SearchPlan, tasksOf } from "./planner.js";
 import { parseSearchRequest, type SearchRequest, type ValidSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
-import { chunkRanges } from "./strategy.js";
-import type { MergeInput, ResultRow, SegmentTask, TaskCandidates } from "./tasks.js";
-
-/** The synchronous invoke payload limit of AWS Lambda, for requests and responses. */
-export const MAX_PAYLOAD_BYTES = 6 * 1024 * 1024;
+import type { ResultRow, SegmentTask, TaskCandidates } from "./tasks.js";
 
 export interface SearchOptions {
   /** Where the tasks and the merge run. @default in this process */
@@ -122,13 +114,14 @@ async function execute(
   const searchPlan = await plan(request, runtime, invoker.profile);
   const described = describePlan(searchPlan);
   if (request.explain) return described;
+  const { maxPayloadBytes } = invoker.profile;
   const tasks = tasksOf(searchPlan, request, requestId);
-  if (Number.isFinite(invoker.profile.maxPayloadBytes)) {
-    for (const task of tasks) assertPayloadSize(task, "a segment-search task", invoker);
+  if (Number.isFinite(maxPayloadBytes)) {
+    for (const task of tasks) withinPayloadLimit(task, "a segment-search task", maxPayloadBytes);
   }
   const settled = await Promise.allSettled(tasks.map((t) => invoker.searchSegments(t, signal)));
   const candidates = collect(settled, tasks);
-  const merges = mergeInputs(searchPlan, request, requestId, candidates, invoker);
+  const merges = mergeInputs(searchPlan, request, requestId, candidates, maxPayloadBytes);
   const outputs = await Promise.all(
     merges.map((input) =>
       mergesHere(input) ? runMerge(input, runtime) : invoker.merge(input, signal),
@@ -146,75 +139,6 @@ async function execute(
     },
     results: outputs.flatMap((o) => o.results),
   };
-}
-
-/**
- * One merge per query chunk when its candidates fit one payload; otherwise the chunk's queries
- * are split further, so merges stay within the limit and run side by side.
- */
-function mergeInputs(
-  searchPlan: SearchPlan,
-  request: ValidSearchRequest,
-  requestId: string,
-  candidates: readonly TaskCandidates[],
-  invoker: Invoker,
-): MergeInput[] {
-  const base = {
-    requestId,
-    dataset: searchPlan.dataset,
-    version: searchPlan.version,
-    k: request.k,
-    offset: request.offset ?? 0,
-    select: request.select,
-  };
-  const { refine, index } = searchPlan;
-  // Index candidates are re-scored in the merge; the rest already have their final distances.
-  const rescored = (c: TaskCandidates) =>
-    refine?.where === "merge" && searchPlan.groups[c.group]?.kind === "index";
-  /** The merge of queries [start, end) of chunk `chunk`. */
-  const inputOf = (chunk: number, start: number, end: number): MergeInput => {
-    const [chunkStart = 0, chunkEnd = 0] = searchPlan.chunks[chunk] ?? [];
-    const part = (list: EncodedCandidates) =>
-      start === chunkStart && end === chunkEnd
-        ? list
-        : encodeCandidates(decodeCandidates(list).slice(start - chunkStart, end - chunkStart));
-    const lists = (kind: boolean) =>
-      candidates
-        .filter((c) => c.chunk === chunk && rescored(c) === kind)
-        .map((c) => part(c.candidates));
-    return {
-      ...base,
-      queryOffset: start,
-      queryCount: end - start,
-      candidates: lists(false),
-      ...(refine?.where === "merge" && {
-        refine: {
-          column: index.column,
-          metric: index.metric,
-          limit: (base.k + base.offset) * refine.factor,
-          queries: encodeVectors(request.queries.slice(start, end)),
-          candidates: lists(true),
-        },
-      }),
-    };
-  };
-  return searchPlan.chunks.flatMap(([start, end], chunk) => {
-    const input = inputOf(chunk, start, end);
-    if (!Number.isFinite(invoker.profile.maxPayloadBytes)) return [input];
-    const bytes = payloadBytes(input);
-    if (bytes <= invoker.profile.maxPayloadBytes * 0.9 || end - start === 1) return [input];
-    const parts = Math.ceil(bytes / (invoker.profile.maxPayloadBytes * 0.8));
-    return chunkRanges(end - start, parts).map(([a, b]) => inputOf(chunk, start + a, start + b));
-  });
-}
-
-/**
- * A merge of one task's candidates that fetches no columns is a slice of one list: it runs here,
- * sparing the query one of its three sequential function invokes. Every other merge (several
- * lists, or `select` columns to read from the dataset) runs in the merge function.
- */
-function mergesHere(input: MergeInput): boolean {
-  return input.candidates.length === 1 && !input.refine && !input.select?.length;
 }
 
 /** All tasks' candidates, or one error naming every failed group (never a partial answer). */
@@ -251,7 +175,7 @@ function collect(
 function describePlan(searchPlan: SearchPlan): PlanResponse {
   const { index, groups, chunks } = searchPlan;
   return {
-    version: searchPlan.version,
+    version: searchPlan.pinned.version,
     index: {
       name: index.name,
       column: index.column,
@@ -273,20 +197,6 @@ function describePlan(searchPlan: SearchPlan): PlanResponse {
     partial: searchPlan.unsearchedRows > 0,
     unsearchedRows: searchPlan.unsearchedRows,
   };
-}
-
-function payloadBytes(payload: unknown): number {
-  return Buffer.byteLength(JSON.stringify(payload));
-}
-
-function assertPayloadSize(payload: unknown, what: string, invoker: Invoker): void {
-  const bytes = payloadBytes(payload);
-  if (bytes > invoker.profile.maxPayloadBytes) {
-    throw new FanoutError(
-      "PAYLOAD_TOO_LARGE",
-      `${what} would be ${bytes} bytes, over the ${invoker.profile.maxPayloadBytes}-byte payload limit`,
-    );
-  }
 }
 
 /** `work`, or TIMEOUT after `timeoutMs`; then `deadline` aborts what is still in flight. */

@@ -8,10 +8,9 @@ import type { Table as ArrowTable } from "apache-arrow";
 import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.js";
 import type { DatasetLocation } from "./dataset.js";
 import { FanoutError } from "./errors.js";
+import { lanceErrorKind, missingObject } from "./lance/errors.js";
 import { notFoundError } from "./manifest-store.js";
-import { compareHits } from "./merge.js";
 import type { Runtime } from "./runtime.js";
-import { isNotFound } from "./tables.js";
 import type {
   PreparedView,
   SegmentTask,
@@ -20,14 +19,16 @@ import type {
   Warmed,
   WarmTask,
 } from "./tasks.js";
-import type { OpenView, ViewSpec } from "./views.js";
+import { compareHits } from "./top-k.js";
+import type { ViewSpec } from "./views/identity.js";
+import type { OpenView } from "./views/materialize.js";
 
 export async function searchSegments(task: SegmentTask, runtime: Runtime): Promise<TaskCandidates> {
   const spec = viewSpecOf(task, runtime.resolveDataset(task.dataset));
   try {
     return await search(task, spec, runtime);
   } catch (err) {
-    if (err instanceof FanoutError || !isNotFound(err)) throw err;
+    if (err instanceof FanoutError || lanceErrorKind(err) !== "not-found") throw err;
     throw await notFoundError(err, runtime.objects, spec.dataset.uri, task.version);
   }
 }
@@ -80,7 +81,7 @@ async function search(task: SegmentTask, spec: ViewSpec, runtime: Runtime) {
   } catch (err) {
     // The view's own files were collected (gc) while this process held it open: verify it
     // again, which rebuilds what is missing, and search once more.
-    if (!isNotFound(err) || !String(err).includes(view.name)) throw err;
+    if (!missingObject(err)?.includes(view.name)) throw err;
     runtime.views.evict(view);
     return searchView(task, await runtime.views.open(spec), runtime);
   }

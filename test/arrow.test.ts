@@ -20,7 +20,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type Stack, startStack } from "../local/stack.js";
 import { ARROW_STREAM, resultsToArrow } from "../shared/arrow.js";
-import { toJsonValue } from "../shared/merge.js";
+import { toJsonValue } from "../shared/rows.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import type { ResultRow } from "../shared/tasks.js";
 import {

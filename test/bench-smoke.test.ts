@@ -25,7 +25,7 @@ beforeAll(async () => {
   datasets = await import("../bench/datasets.js");
 });
 
-function options(out: string, extra: Partial<import("../bench/run.js").BenchOptions> = {}) {
+function options(out: string, extra: Partial<import("../bench/context.js").BenchOptions> = {}) {
   return {
     datasets: ["smoke"],
     modes: ["native", "single", "segments", "queries", "auto"] as const,
@@ -49,7 +49,7 @@ function options(out: string, extra: Partial<import("../bench/run.js").BenchOpti
     seed: 1,
     log: () => {},
     ...extra,
-  } as import("../bench/run.js").BenchOptions;
+  } as import("../bench/context.js").BenchOptions;
 }
 
 async function lines(file: string): Promise<Record<string, unknown>[]> {

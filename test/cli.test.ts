@@ -3,7 +3,7 @@
  * process of the built bin, against a local dataset and a local stack on free ports; results are
  * compared with native lancedb.
  *
- * `npx fanout` in this repository runs the package's own `bin`, `dist/scripts/fanout.js` (npm's
+ * `npx fanout` in this repository runs the package's own `bin`, `dist/cli/fanout.js` (npm's
  * exec finds the bin in the local package.json and links the package into its cache). The tests
  * run that file with node, after building it, so they test what `npx fanout` runs and never a
  * stale build.
@@ -17,16 +17,16 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import * as lancedb from "@lancedb/lancedb";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { useLocalStack } from "../cli/commands.js";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
 import { type Stack, startStack } from "../local/stack.js";
-import { useLocalStack } from "../scripts/commands.js";
 import { random } from "./support/fixtures.js";
 
 // lancedb is CommonJS: build Arrow types from the same Arrow instance it uses.
 const arrow = createRequire(import.meta.url)("apache-arrow") as typeof import("apache-arrow");
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const BIN = join(ROOT, "dist", "scripts", "fanout.js");
+const BIN = join(ROOT, "dist", "cli", "fanout.js");
 const DIMENSION = 16;
 
 let work: string;

@@ -5,11 +5,11 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, test } from "vitest";
-import { collectViews } from "../shared/gc.js";
+import { gc } from "../shared/gc.js";
 import { prepare } from "../shared/prepare.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
-import { viewFolder } from "../shared/views.js";
+import { viewFolder } from "../shared/views/identity.js";
 import {
   type Dataset,
   DIMENSION,
@@ -58,7 +58,7 @@ beforeAll(async () => {
 describe("gc", () => {
   test("keeps every view younger than the grace period", async () => {
     const before = await views();
-    const [report] = await collectViews({ dataset: ds.uri, keepVersions: 1 }, runtime);
+    const [report] = await gc({ dataset: ds.uri, keepVersions: 1 }, { runtime });
     expect(report?.removed).toEqual([]);
     expect(await views()).toEqual(before);
   });
@@ -66,9 +66,9 @@ describe("gc", () => {
   test("a dry run lists what would go and deletes nothing", async () => {
     const before = await views();
     const later = new Date(Date.now() + 2 * HOUR);
-    const [report] = await collectViews(
+    const [report] = await gc(
       { dataset: ds.uri, keepVersions: 1, now: later, dryRun: true },
-      runtime,
+      { runtime },
     );
     expect(report?.dryRun).toBe(true);
     expect(report?.removed.length).toBeGreaterThan(0);
@@ -78,7 +78,7 @@ describe("gc", () => {
 
   test("removes what no kept version uses; the latest version's views stay and need no rebuild", async () => {
     const later = new Date(Date.now() + 2 * HOUR);
-    const [report] = await collectViews({ dataset: ds.uri, keepVersions: 1, now: later }, runtime);
+    const [report] = await gc({ dataset: ds.uri, keepVersions: 1, now: later }, { runtime });
     expect(report?.versions).toEqual([await ds.table.version()]);
     const after = await views();
     expect(after.length).toBe(report?.kept);
@@ -110,7 +110,7 @@ describe("gc", () => {
   });
 
   test("finds every dataset with views under the view root", async () => {
-    const reports = await collectViews({ root: "local", dryRun: true }, runtime);
+    const reports = await gc({ root: "local", dryRun: true }, { runtime });
     expect(reports.map((r) => r.dataset)).toContain(ds.uri);
   });
 
@@ -118,7 +118,7 @@ describe("gc", () => {
     const narrower = createRuntime({ ...runtime.config, allowedDatasets: ["/nowhere/"] });
     const later = new Date(Date.now() + 2 * HOUR);
     const before = await views();
-    expect(await collectViews({ root: "local", now: later, keepVersions: 1 }, narrower)).toEqual(
+    expect(await gc({ root: "local", now: later, keepVersions: 1 }, { runtime: narrower })).toEqual(
       [],
     );
     expect(await views()).toEqual(before);

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { groupFragments, groupSegments, SEGMENT_COST, segmentCost } from "../shared/grouping.js";
-import type { Segment } from "../shared/index-choice.js";
+import type { Segment } from "../shared/units.js";
 
 const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
 /** Segment i, created at version i (creation order = index order). */

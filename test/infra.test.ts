@@ -33,6 +33,7 @@ import { assertLancedbBuild, missingLancedbBuild } from "../infra/lancedb-builds
 import { installEnvironment, installNativeModules } from "../infra/native-modules.js";
 import { elfMachine, pruneAsset, stripCandidates } from "../infra/prune-asset.js";
 import { parseSchedule } from "../infra/view-upkeep.js";
+import { loadConfig } from "../shared/config.js";
 
 const CDK_JSON = JSON.parse(readFileSync(new URL("../cdk.json", import.meta.url), "utf8")) as {
   app: string;
@@ -694,7 +695,7 @@ describe("view upkeep (EventBridge)", () => {
       "more/x.lance/_versions/1.manifest",
     ]) {
       expect(matches(key), key).toBe(true);
-      const [request] = prepareRequests(event(key), {}) ?? [];
+      const [request] = prepareRequests(event(key), () => []) ?? [];
       expect(request?.dataset).toBe(`s3://acme-vectors/${key.replace(/\/_versions\/.*$/, "")}`);
     }
     for (const key of [
@@ -733,7 +734,10 @@ describe("view upkeep (EventBridge)", () => {
     // The schedule's event is one the planner reads as a prepare of those datasets.
     const scheduled = { source: "aws.events", "detail-type": "Scheduled Event", detail: {} };
     expect(
-      prepareRequests(scheduled, { LANCE_FANOUT_PREPARE_DATASETS: datasets.join(",") }),
+      prepareRequests(
+        scheduled,
+        () => loadConfig({ LANCE_FANOUT_PREPARE_DATASETS: datasets.join(",") }).prepareDatasets,
+      ),
     ).toEqual(datasets.map((dataset) => ({ dataset })));
   });
 

@@ -5,11 +5,11 @@
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { beforeAll, describe, expect, test } from "vitest";
+import { connectDatabase } from "../shared/lance/connect.js";
 import { prepare } from "../shared/prepare.js";
 import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
-import { connectDatabase } from "../shared/tables.js";
-import { viewFolder } from "../shared/views.js";
+import { viewFolder } from "../shared/views/identity.js";
 import {
   type Dataset,
   DIMENSION,

@@ -9,10 +9,10 @@ import { addSegment, settleIndex } from "../local/index-segments.js";
 import {
   liveFragmentIds,
   type Manifest,
-  ManifestError,
   manifestFileNames,
   parseManifest,
 } from "../shared/manifest.js";
+import { ManifestError } from "../shared/manifest-format.js";
 import { decodeRoaring } from "../shared/roaring.js";
 
 // Opt in to Lance's future default; silences a warning printed by every indexStats() call.

@@ -1,7 +1,7 @@
 /**
  * Memory sizing: a segment-search at its deployed memory size (enforced, frozen between
  * invocations) searches an index that does not fit its index cache by reading it from storage,
- * never by dying. The measurement at scale is `scripts/memory-probe.ts` (docs/deploy.md).
+ * never by dying. The measurement at scale is `bench/probes/memory-probe.ts` (docs/deploy.md).
  */
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
+import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { bundleFunctions } from "../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
 import { freePort } from "../local/net.js";

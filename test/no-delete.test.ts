@@ -20,13 +20,13 @@ import * as lancedb from "@lancedb/lancedb";
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { type Fault, type LocalS3, startLocalS3 } from "../local/s3.js";
 import { loadConfig } from "../shared/config.js";
-import { collectViews } from "../shared/gc.js";
+import { gc } from "../shared/gc.js";
 import { prepare } from "../shared/prepare.js";
 import { STRATEGIES } from "../shared/request.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
-import { versionViews } from "../shared/version-views.js";
-import { type ViewSpec, viewFolder, viewName } from "../shared/views.js";
+import { type ViewSpec, viewFolder, viewName } from "../shared/views/identity.js";
+import { versionViews } from "../shared/views/version-views.js";
 import { type Dataset, makeDataset, nativeSearch, queries } from "./support/fixtures.js";
 
 const NO_DELETES: Fault = {
@@ -230,10 +230,10 @@ describe("gc", () => {
   test("fails while deletes are refused, then removes the dead views; the latest version's stay", async () => {
     const runtime = runtimeOn();
     const options = { root: "s3://data", now: new Date(Date.now() + YEAR), keepVersions: 1 };
-    await expect(collectViews(options, runtime)).rejects.toMatchObject({ name: "AccessDenied" });
+    await expect(gc(options, { runtime })).rejects.toMatchObject({ name: "AccessDenied" });
     expect(s3.faulted.length).toBeGreaterThan(0);
 
-    const reports = await withDeletes(() => collectViews(options, runtime));
+    const reports = await withDeletes(() => gc(options, { runtime }));
     const report = reports.find((r) => r.dataset === ds.uri);
     expect(reports.map((r) => r.dataset).sort()).toEqual([ds.uri, rq.uri]);
     expect(report?.versions).toEqual([await ds.table.version()]);

@@ -10,7 +10,7 @@ import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { tableFromIPC } from "apache-arrow";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
+import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, type Stack, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";

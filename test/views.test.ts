@@ -11,7 +11,8 @@ import { chooseIndex } from "../shared/index-choice.js";
 import type { Manifest } from "../shared/manifest.js";
 import { readManifest } from "../shared/manifest-store.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
-import { dropPredicate, type ViewSpec, viewFolder, viewName } from "../shared/views.js";
+import { type ViewSpec, viewFolder, viewName } from "../shared/views/identity.js";
+import { dropPredicate } from "../shared/views/materialize.js";
 import { type Dataset, makeDataset, testRuntime } from "./support/fixtures.js";
 
 let ds: Dataset;

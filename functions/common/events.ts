@@ -40,11 +40,11 @@ export function isScheduled(event: unknown): event is Scheduled {
  * The prepare requests an event asks for, or undefined when it is not a prepare event:
  * `{ prepare: { dataset, version? } }`; a manifest written under `<dataset>.lance/_versions/`
  * (the latest version is prepared: commits may have come since); a schedule (every dataset of
- * `LANCE_FANOUT_PREPARE_DATASETS`, at its latest version).
+ * `scheduled()`, the configuration's `LANCE_FANOUT_PREPARE_DATASETS`, at its latest version).
  */
 export function prepareRequests(
   event: unknown,
-  env: Readonly<Record<string, string | undefined>> = process.env,
+  scheduled: () => readonly string[],
 ): PrepareRequest[] | undefined {
   if (typeof event === "object" && event !== null && "prepare" in event) {
     return [(event as { prepare: PrepareRequest }).prepare];
@@ -54,8 +54,7 @@ export function prepareRequests(
     return key ? [{ dataset: `s3://${event.detail.bucket.name}/${key}` }] : [];
   }
   if (isScheduled(event)) {
-    const datasets = (env.LANCE_FANOUT_PREPARE_DATASETS ?? "").split(",").map((d) => d.trim());
-    return datasets.filter(Boolean).map((dataset) => ({ dataset }));
+    return scheduled().map((dataset) => ({ dataset }));
   }
   return undefined;
 }

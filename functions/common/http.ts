@@ -7,7 +7,8 @@
 import type { Schema } from "apache-arrow";
 import { ARROW_STREAM, resultsToIpc } from "../../shared/arrow.js";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
-import { MAX_PAYLOAD_BYTES, type SearchResponse } from "../../shared/search.js";
+import { MAX_PAYLOAD_BYTES, withinPayloadLimit as withinLimit } from "../../shared/payload.js";
+import type { SearchResponse } from "../../shared/search.js";
 import { preferredMediaType } from "./accept.js";
 
 export interface HttpEvent {
@@ -68,15 +69,8 @@ export const HTTP_MAX_TIMEOUT_MS = 28_000;
  * @throws FanoutError `PAYLOAD_TOO_LARGE` naming the size, instead of Lambda's own error.
  */
 export function withinPayloadLimit<T>(result: T, what = "the answer"): T {
-  const bytes = Buffer.byteLength(JSON.stringify(result));
-  if (bytes > MAX_PAYLOAD_BYTES) {
-    throw new FanoutError(
-      "PAYLOAD_TOO_LARGE",
-      `${what} would be ${bytes} bytes, over Lambda's ${MAX_PAYLOAD_BYTES}-byte response limit; ` +
-        "ask for fewer rows (k, queries) or columns, or search through the library",
-    );
-  }
-  return result;
+  const hint = "; ask for fewer rows (k, queries) or columns, or search through the library";
+  return withinLimit(result, what, MAX_PAYLOAD_BYTES, hint);
 }
 
 export function jsonResponse(

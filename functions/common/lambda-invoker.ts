@@ -5,10 +5,10 @@
  */
 import { InvokeCommand, LambdaClient, TooManyRequestsException } from "@aws-sdk/client-lambda";
 import pRetry from "p-retry";
-import { loadConfig } from "../../shared/config.js";
+import { type FanoutConfig, type LambdaConfig, loadConfig } from "../../shared/config.js";
 import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js";
 import type { Invoker } from "../../shared/invoker.js";
-import { MAX_PAYLOAD_BYTES } from "../../shared/search.js";
+import { MAX_PAYLOAD_BYTES } from "../../shared/payload.js";
 import type { ExecutionProfile } from "../../shared/strategy.js";
 import {
   type MergeOutput,
@@ -16,49 +16,57 @@ import {
   taskCandidatesSchema,
   warmedSchema,
 } from "../../shared/tasks.js";
+import { readInvokeOutput } from "./invoke-output.js";
 
 export interface LambdaInvokerOptions {
   /** Name or ARN of the segment-search function. */
   readonly segmentSearchFunction: string;
   /** Name or ARN of the merge function. */
   readonly mergeFunction: string;
-  /** @default a client configured from the environment (`AWS_ENDPOINT_URL_LAMBDA` honoured) */
+  /** @default a client of the configuration's endpoint (`AWS_ENDPOINT_URL_LAMBDA`) */
   readonly client?: LambdaClient;
-  /** @default from `LANCE_FANOUT_PARALLELISM` (256) and `LANCE_FANOUT_INVOKE_MS` (15) */
+  /** @default the configuration's (`LANCE_FANOUT_PARALLELISM`, `LANCE_FANOUT_INVOKE_MS`) */
   readonly profile?: ExecutionProfile;
   /** Tasks one query may invoke at once (`LANCE_FANOUT_MAX_TASKS`): sizes the socket pool. */
   readonly maxTasks?: number;
+  /** Where the client sends its invokes when none is given. @default AWS */
+  readonly endpoint?: string | undefined;
 }
 
 /**
  * On Lambda every task gets its own execution environment, so tasks run truly in parallel up to
  * the account's concurrency; a warm invoke costs roughly 10-30 ms.
  */
-export function lambdaProfile(env: NodeJS.ProcessEnv = process.env): ExecutionProfile {
+export function lambdaProfile(lambda: LambdaConfig): ExecutionProfile {
   return {
-    parallelism: Number(env.LANCE_FANOUT_PARALLELISM) || 256,
-    invokeMs: Number(env.LANCE_FANOUT_INVOKE_MS) || 15,
+    parallelism: lambda.parallelism,
+    invokeMs: lambda.invokeMs,
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
   };
 }
 
-/** Reads the function names from `LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION` and `LANCE_FANOUT_MERGE_FUNCTION`. */
-export function lambdaInvokerFromEnv(env = process.env): Invoker {
-  const required = (name: string) => {
-    const value = env[name]?.trim();
+/** The invoker of the configured functions (`LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION`, `LANCE_FANOUT_MERGE_FUNCTION`). */
+export function lambdaInvokerOf(config: FanoutConfig): Invoker {
+  const required = (value: string | undefined, name: string) => {
     if (!value) throw new TypeError(`Environment variable ${name} is required`);
     return value;
   };
-  // Read on first use, so a request is validated (and a bad one answered 400) before this can fail.
+  const { lambda } = config;
+  // Made on first use, so a request is validated (and a bad one answered 400) before this can fail.
   let invoker: Invoker | undefined;
   const get = () =>
     (invoker ??= lambdaInvoker({
-      segmentSearchFunction: required("LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION"),
-      mergeFunction: required("LANCE_FANOUT_MERGE_FUNCTION"),
-      maxTasks: loadConfig(env).maxTasks,
+      segmentSearchFunction: required(
+        lambda.segmentSearchFunction,
+        "LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION",
+      ),
+      mergeFunction: required(lambda.mergeFunction, "LANCE_FANOUT_MERGE_FUNCTION"),
+      maxTasks: config.maxTasks,
+      endpoint: lambda.endpoint,
+      profile: lambdaProfile(lambda),
     }));
   return {
-    profile: lambdaProfile(env),
+    profile: lambdaProfile(lambda),
     searchSegments: (task, signal) => get().searchSegments(task, signal),
     merge: (input, signal) => get().merge(input, signal),
     prepareView: (task) => get().prepareView(task),
@@ -108,7 +116,7 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
     options.client ??
     // Retries are ours (RETRY): the SDK's would wait seconds on a 429.
     new LambdaClient({
-      endpoint: process.env.AWS_ENDPOINT_URL_LAMBDA || undefined,
+      endpoint: options.endpoint,
       maxAttempts: 1,
       requestHandler: { httpAgent: sockets, httpsAgent: sockets },
     });
@@ -123,14 +131,14 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
       Payload: JSON.stringify(payload),
     });
     const attempt = async () => {
-      const out = await client.send(command, { abortSignal: signal });
-      const text = out.Payload ? Buffer.from(out.Payload).toString("utf8") : "null";
-      const body: unknown = JSON.parse(text);
-      if (out.FunctionError) {
-        const message = (body as { errorMessage?: string } | null)?.errorMessage ?? text;
-        throw new FunctionFailure(`${functionName} failed (${out.FunctionError}): ${message}`);
-      }
-      return body;
+      const answer = readInvokeOutput(
+        await client.send(command, { abortSignal: signal }),
+        functionName,
+      );
+      if (answer.failure) throw new FunctionFailure(answer.failure);
+      if (answer.body === undefined)
+        throw new FunctionFailure(`${functionName} answered ${answer.text.slice(0, 200)}`);
+      return answer.body;
     };
     const body = await pRetry(attempt, { ...RETRY, signal }).catch((err: unknown) => {
       const message =
@@ -143,7 +151,7 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
     return body as T;
   };
   return {
-    profile: options.profile ?? lambdaProfile(),
+    profile: options.profile ?? lambdaProfile(loadConfig().lambda),
     searchSegments: async (task, signal) => {
       const body = await invoke<unknown>(
         options.segmentSearchFunction,

@@ -5,7 +5,7 @@
  */
 import { z } from "zod";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
-import { collectViews } from "../../shared/gc.js";
+import { gc } from "../../shared/gc.js";
 import { defaultRuntime } from "../../shared/runtime.js";
 import { isScheduled } from "../common/events.js";
 import { logEvent } from "../common/log.js";
@@ -27,8 +27,7 @@ export async function handler(event: unknown) {
   try {
     const roots = dataset ? [undefined] : buckets(runtime.config.allowedDatasets ?? []);
     const reports = [];
-    for (const root of roots)
-      reports.push(...(await collectViews({ dataset, dryRun, root }, runtime)));
+    for (const root of roots) reports.push(...(await gc({ dataset, dryRun, root }, { runtime })));
     logEvent({ fn: "gc", reports });
     return { reports };
   } catch (err) {

@@ -23,13 +23,13 @@ import {
   wantsArrow,
   withinPayloadLimit,
 } from "../common/http.js";
-import { lambdaInvokerFromEnv } from "../common/lambda-invoker.js";
+import { lambdaInvokerOf } from "../common/lambda-invoker.js";
 import { logEvent } from "../common/log.js";
 
 let invoker: Invoker | undefined;
 
 async function search(request: unknown, requestId: string): Promise<SearchResponse | PlanResponse> {
-  invoker ??= lambdaInvokerFromEnv();
+  invoker ??= lambdaInvokerOf(defaultRuntime().config);
   const started = performance.now();
   try {
     const response = await vectorSearch(request as SearchRequest, {
@@ -63,7 +63,7 @@ async function selectSchema(dataset: string, version: number, select: readonly s
 
 /** Builds the views of each dataset's version; failures are answered per dataset. */
 async function prepareAll(requests: readonly PrepareRequest[]) {
-  invoker ??= lambdaInvokerFromEnv();
+  invoker ??= lambdaInvokerOf(defaultRuntime().config);
   const done = invoker;
   return Promise.all(
     requests.map(async (request) => {
@@ -87,7 +87,7 @@ async function prepareAll(requests: readonly PrepareRequest[]) {
 
 export async function handler(event: unknown, context?: { awsRequestId?: string }) {
   const requestId = context?.awsRequestId ?? randomUUID();
-  const preparing = prepareRequests(event);
+  const preparing = prepareRequests(event, () => defaultRuntime().config.prepareDatasets);
   if (preparing) return { prepared: await prepareAll(preparing) };
   if (isHttpEvent(event)) {
     try {

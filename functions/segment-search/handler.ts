@@ -5,11 +5,17 @@
  * an error body for a failure it understands.
  */
 import { setTimeout } from "node:timers/promises";
-import { FanoutError, toFanoutError } from "../../shared/errors.js";
 import { defaultRuntime } from "../../shared/runtime.js";
 import { prepareView, searchSegments, warmViews } from "../../shared/segment-search.js";
-import { segmentTaskSchema, viewTaskSchema, warmTaskSchema } from "../../shared/tasks.js";
-import { logEvent } from "../common/log.js";
+import {
+  type SegmentTask,
+  segmentTaskSchema,
+  type ViewTask,
+  viewTaskSchema,
+  type WarmTask,
+  warmTaskSchema,
+} from "../../shared/tasks.js";
+import { answer, type Parsed } from "../common/answer.js";
 
 /**
  * How long a warm task keeps this environment busy at least. Prepare sends its warm tasks at
@@ -18,49 +24,34 @@ import { logEvent } from "../common/log.js";
  */
 const WARM_HOLD_MS = 500;
 
+type Task = SegmentTask | ViewTask | WarmTask;
+
 /** The three kinds of event, told apart by their marker field. */
-function parseTask(event: unknown) {
+function parseTask(event: unknown): Parsed<Task> {
   const marked = (event ?? {}) as { prepare?: unknown; warm?: unknown };
   if (marked.warm !== undefined) return warmTaskSchema.safeParse(event);
   if (marked.prepare === true) return viewTaskSchema.safeParse(event);
   return segmentTaskSchema.safeParse(event);
 }
 
-export async function handler(event: unknown) {
-  const parsed = parseTask(event);
-  if (!parsed.success) {
-    return new FanoutError("INVALID_REQUEST", `invalid task: ${parsed.error.message}`).toBody();
-  }
-  const task = parsed.data;
+export function handler(event: unknown) {
   const runtime = defaultRuntime();
-  const started = performance.now();
-  try {
-    const result =
+  return answer(
+    "segment-search",
+    parseTask(event),
+    async (task: Task) =>
       "warm" in task
         ? (await Promise.all([warmViews(task, runtime), setTimeout(WARM_HOLD_MS)]))[0]
         : "prepare" in task
-          ? await prepareView(task, runtime)
-          : await searchSegments(task, runtime);
-    logEvent({
-      requestId: task.requestId,
-      fn: "segment-search",
+          ? prepareView(task, runtime)
+          : searchSegments(task, runtime),
+    (result, task) => ({
       ...("group" in task ? { group: task.group } : { prepared: result }),
       ...("segments" in task ? { segments: task.segments.length } : {}),
       viewCacheHits: runtime.views.hits,
       prewarmedBytes: runtime.views.prewarmedBytes,
       cachedBytes: runtime.views.cachedBytes,
       rssBytes: process.memoryUsage.rss(),
-      ms: performance.now() - started,
-    });
-    return result;
-  } catch (err) {
-    const error = toFanoutError(err);
-    logEvent({
-      requestId: task.requestId,
-      fn: "segment-search",
-      error: error.code,
-      message: error.message,
-    });
-    return error.toBody();
-  }
+    }),
+  );
 }

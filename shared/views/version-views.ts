@@ -5,14 +5,20 @@
  * `fanout gc` keeps them. Pure: no I/O.
  * @module
  */
-import type { DatasetLocation } from "./dataset.js";
-import { FanoutError } from "./errors.js";
-import { chooseIndex, type IndexChoice, vectorDimension } from "./index-choice.js";
-import type { Manifest } from "./manifest.js";
-import { type PlannedGroup, workUnits } from "./planner.js";
-import type { Coverage } from "./request.js";
-import { powersOfTwoUpTo } from "./strategy.js";
-import { type ViewSpec, viewName } from "./views.js";
+import type { DatasetLocation } from "../dataset.js";
+import { FanoutError } from "../errors.js";
+import { chooseIndex, type IndexChoice, vectorDimension } from "../index-choice.js";
+import type { Manifest } from "../manifest.js";
+import { workUnits } from "../planner.js";
+import type { Coverage } from "../request.js";
+import { powersOfTwoUpTo } from "../strategy.js";
+import {
+  type GroupOfSegments,
+  pinnedVersion,
+  type ViewSpec,
+  viewName,
+  viewSpecOfGroup,
+} from "./identity.js";
 
 export interface VersionViewsOptions {
   /** The widest plan: `LANCE_FANOUT_MAX_TASKS`. */
@@ -33,9 +39,9 @@ export function versionViews(
   options: VersionViewsOptions,
 ): Map<string, ViewSpec> {
   const views = new Map<string, ViewSpec>();
-  const viewOf = groupViews(manifest, dataset);
-  const add = (indexName: string, group: Pick<PlannedGroup, "segments" | "fragments">) => {
-    const spec = viewOf(indexName, group);
+  const pinned = pinnedVersion(manifest, dataset);
+  const add = (indexName: string, group: GroupOfSegments) => {
+    const spec = viewSpecOfGroup(pinned, indexName, group);
     views.set(viewName(spec), spec);
   };
   for (const choice of indexChoices(manifest)) {
@@ -53,22 +59,6 @@ export function versionViews(
     }
   }
   return views;
-}
-
-/** The view of a group of `manifest`'s version, for each group asked. */
-export function groupViews(
-  manifest: Manifest,
-  dataset: DatasetLocation,
-): (indexName: string, group: Pick<PlannedGroup, "segments" | "fragments">) => ViewSpec {
-  const contents = new Map(manifest.fragments.map((f) => [f.id, f.content]));
-  return (indexName, group) => ({
-    dataset,
-    version: manifest.version,
-    indexName,
-    segments: group.segments,
-    fragments: group.fragments.map((id) => ({ id, content: contents.get(id) ?? "" })),
-    schema: manifest.schema,
-  });
 }
 
 /** The index a request with this choice and coverage plans with, or none if it is refused. */

@@ -16,9 +16,6 @@ import {
 } from "./commands.js";
 import { wholeNumber } from "./positive-integer.js";
 
-// Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
-
 const program = new Command("fanout")
   .description("Serverless fan-out vector search over a Lance dataset")
   // Usage mistakes read like every other error; subcommands inherit this.
@@ -29,18 +26,16 @@ const program = new Command("fanout")
 program
   .command("serve")
   .description("run the local stack (S3, Lambda endpoint, HTTP API) with a demo dataset")
-  .option("--port <n>", "HTTP API port (env PORT)", wholeNumber, Number(process.env.PORT ?? 3000))
+  .option("--port <n>", "HTTP API port (default: env PORT, else 3000)", wholeNumber)
   .option(
     "--s3-port <n>",
-    "local S3 port (env LANCE_FANOUT_S3_PORT)",
+    "local S3 port (default: env LANCE_FANOUT_S3_PORT, else 4569)",
     wholeNumber,
-    Number(process.env.LANCE_FANOUT_S3_PORT ?? 4569),
   )
   .option(
     "--lambda-port <n>",
-    "local Lambda port (env LANCE_FANOUT_LAMBDA_PORT)",
+    "local Lambda port (default: env LANCE_FANOUT_LAMBDA_PORT, else 9001)",
     wholeNumber,
-    Number(process.env.LANCE_FANOUT_LAMBDA_PORT ?? 9001),
   )
   .option("--data-dir <dir>", "where the local S3 keeps its data", ".data")
   .option("--rows <n>", "rows of the demo dataset", wholeNumber, 200_000)

@@ -1,17 +1,17 @@
 /**
- * CPU per query, per mode (in-process, warm, sequential): `tsx bench/cpu-probe.ts synth-many`.
+ * CPU per query, per mode (in-process, warm, sequential): `tsx bench/probes/cpu-probe.ts synth-many`.
  * Wall time on a busy machine says little about what fan-out could do on free cores; CPU time
  * per query is robust to other load and bounds the best fan-out speed-up on P free cores at
  * native CPU / (fan-out CPU / P).
  * @module
  */
 import { join } from "node:path";
-import { loadConfig } from "../shared/config.js";
-import type { SearchRequest } from "../shared/request.js";
-import { createRuntime } from "../shared/runtime.js";
-import { vectorSearch } from "../shared/search.js";
-import { CACHE_DIR, DATASETS, type DatasetSpec, ensureDataset, loadQueries } from "./datasets.js";
-import { nativeSearch, openNative, PRODUCT_HAS_STRATEGY } from "./modes.js";
+import { loadConfig } from "../../shared/config.js";
+import type { SearchRequest } from "../../shared/request.js";
+import { createRuntime } from "../../shared/runtime.js";
+import { vectorSearch } from "../../shared/search.js";
+import { CACHE_DIR, DATASETS, type DatasetSpec, ensureDataset, loadQueries } from "../datasets.js";
+import { nativeSearch, openNative, PRODUCT_HAS_STRATEGY } from "../modes.js";
 
 const name = process.argv[2] ?? "synth-many";
 const count = Number(process.argv[3] ?? 20);

@@ -1,10 +1,11 @@
 /**
- * What each `fanout` subcommand does; scripts/fanout.ts only parses arguments.
+ * What each `fanout` subcommand does; cli/fanout.ts only parses arguments.
  * @module
  */
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { readInvokeOutput } from "../functions/common/invoke-output.js";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
 import { exampleSearch, prepareDemo } from "../local/demo-stack.js";
 import { isAlive } from "../local/loopback.js";
@@ -12,15 +13,15 @@ import { FUNCTIONS, localEnv, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { storageOptions } from "../shared/dataset.js";
 import { FanoutError, fromErrorBody, isErrorBody } from "../shared/errors.js";
-import { collectViews } from "../shared/gc.js";
 import {
   createRuntime,
+  gc,
   planSearch,
+  prepare,
   type SearchRequest,
   type SearchResponse,
   vectorSearch,
 } from "../shared/index.js";
-import { prepare } from "../shared/prepare.js";
 import { type RequestOptions, toRequest } from "./request-options.js";
 
 /**
@@ -41,8 +42,8 @@ export function useLocalStack(env: NodeJS.ProcessEnv = process.env): void {
     AWS_SECRET_ACCESS_KEY,
     ...rest
   } = localEnv(
-    `http://127.0.0.1:${env.LANCE_FANOUT_S3_PORT ?? 4569}`,
-    `http://127.0.0.1:${env.LANCE_FANOUT_LAMBDA_PORT ?? 9001}`,
+    `http://127.0.0.1:${loadConfig(env).localStack.s3}`,
+    `http://127.0.0.1:${loadConfig(env).localStack.lambda}`,
   );
   const defaults = {
     ...rest,
@@ -59,19 +60,20 @@ export function useLocalStack(env: NodeJS.ProcessEnv = process.env): void {
 }
 
 export async function serveCommand(o: {
-  port: number;
-  s3Port: number;
-  lambdaPort: number;
+  port?: number;
+  s3Port?: number;
+  lambdaPort?: number;
   dataDir: string;
   rows: number;
   freeze: boolean;
 }): Promise<void> {
+  const ports = loadConfig().localStack;
   await claimPidFile(o.dataDir);
   const stack = await startStack({
     dataDir: o.dataDir,
-    apiPort: o.port,
-    s3Port: o.s3Port,
-    lambdaPort: o.lambdaPort,
+    apiPort: o.port ?? ports.http,
+    s3Port: o.s3Port ?? ports.s3,
+    lambdaPort: o.lambdaPort ?? ports.lambda,
     starting: "starting the local stack",
     freeze: o.freeze,
   }).catch(async (err: unknown) => {
@@ -148,7 +150,7 @@ async function searchVia(
   if (via === "local") return vectorSearch(request);
   const body =
     via === "http"
-      ? await postSearch(o.url ?? `http://127.0.0.1:${process.env.PORT ?? 3000}`, request)
+      ? await postSearch(o.url ?? `http://127.0.0.1:${loadConfig().localStack.http}`, request)
       : await invokeFunction(o.function, request);
   if (isErrorBody(body)) throw fromErrorBody(body);
   return body as SearchResponse;
@@ -175,8 +177,8 @@ async function postSearch(url: string, request: SearchRequest): Promise<unknown>
 }
 
 async function invokeFunction(name: string, payload: unknown): Promise<unknown> {
-  const endpoint = process.env.AWS_ENDPOINT_URL_LAMBDA || process.env.AWS_ENDPOINT_URL;
-  const client = new LambdaClient({ endpoint: endpoint || undefined });
+  const { endpoint } = loadConfig().lambda;
+  const client = new LambdaClient({ endpoint });
   try {
     const out = await client
       .send(new InvokeCommand({ FunctionName: name, Payload: JSON.stringify(payload) }))
@@ -186,11 +188,8 @@ async function invokeFunction(name: string, payload: unknown): Promise<unknown> 
           `cannot invoke ${name} at ${endpoint ?? "AWS Lambda"} (${causeOf(err)})`,
         );
       });
-    const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8") || "null");
-    if (out.FunctionError) {
-      const message = (body as { errorMessage?: string } | null)?.errorMessage;
-      throw new FanoutError("INTERNAL", `${name} failed (${out.FunctionError}): ${message}`);
-    }
+    const { body, failure } = readInvokeOutput(out, name);
+    if (failure) throw new FanoutError("INTERNAL", failure);
     return body;
   } finally {
     client.destroy();
@@ -268,9 +267,9 @@ export async function gcCommand(o: {
     ...(o.keepVersions && { LANCE_FANOUT_GC_KEEP_VERSIONS: String(o.keepVersions) }),
     ...(o.graceMinutes && { LANCE_FANOUT_GC_GRACE_MINUTES: String(o.graceMinutes) }),
   });
-  const reports = await collectViews(
+  const reports = await gc(
     { dataset: o.dataset, root: o.root, dryRun: o.dryRun },
-    createRuntime(config),
+    { runtime: createRuntime(config) },
   );
   console.log(JSON.stringify(reports, null, 2));
 }

@@ -3,40 +3,18 @@
  * that follows the latest version, and one handle per pinned (dataset, version).
  * @module
  */
-import * as lancedb from "@lancedb/lancedb";
+import type * as lancedb from "@lancedb/lancedb";
 import { DataType, type Schema } from "apache-arrow";
 import { LRUCache } from "lru-cache";
-import type { S3Config } from "./config.js";
-import { type DatasetLocation, storageOptions } from "./dataset.js";
-import { FanoutError } from "./errors.js";
+import { cachedPromise } from "../cached.js";
+import type { S3Config } from "../config.js";
+import type { DatasetLocation } from "../dataset.js";
+import { FanoutError } from "../errors.js";
+import { type Connection, connectDatabase, newSession, type Table } from "./connect.js";
+import { lanceErrorKind } from "./errors.js";
 
-export type Table = lancedb.Table;
-export type Connection = lancedb.Connection;
-
-export interface ConnectOptions {
-  /** Seconds between checks for a newer version; 0 = every call. @default never */
-  readonly readConsistencyInterval?: number;
-  /** Caches shared by the connection's tables. @default a new lancedb session */
-  readonly session?: lancedb.Session;
-}
-
-/** Connects to a lancedb database directory with the process's storage options. */
-export function connectDatabase(
-  dbUri: string,
-  kind: "s3" | "local",
-  s3: S3Config,
-  { readConsistencyInterval, session }: ConnectOptions = {},
-): Promise<Connection> {
-  const options = {
-    storageOptions: storageOptions({ kind }, s3),
-    ...(readConsistencyInterval === undefined ? {} : { readConsistencyInterval }),
-    // In the options: lancedb's `connect(uri, options, session)` drops its third argument,
-    // and the tables then share its default caches (6 GiB of index, 1 GiB of metadata), which
-    // hold a whole index past any memory size (test/memory.test.ts).
-    ...(session === undefined ? {} : { session }),
-  };
-  return lancedb.connect(dbUri, options);
-}
+/** The planner's and the merge's tables read manifests and rows, never an index. */
+const INDEX_CACHE_BYTES = 64 * 1024 * 1024;
 
 export class TableCache {
   readonly #s3: S3Config;
@@ -45,24 +23,13 @@ export class TableCache {
   readonly #pinned: LRUCache<string, Promise<Table>>;
   readonly #latest: LRUCache<string, Promise<Table>>;
 
-  /**
-   * @param metadataCacheBytes bound of lancedb's metadata cache for these tables. Their index
-   * cache stays small: the planner and the merge read manifests and rows, never an index.
-   */
+  /** @param metadataCacheBytes bound of lancedb's metadata cache for these tables. */
   constructor(s3: S3Config, metadataCacheBytes: number, maxPinned = 32) {
     this.#s3 = s3;
-    this.#session = new lancedb.Session(
-      BigInt(64 * 1024 * 1024),
-      BigInt(Math.floor(metadataCacheBytes)),
-    );
-    this.#latest = new LRUCache({
-      max: maxPinned,
-      dispose: (table) => void table.then((t) => t.close()).catch(() => {}),
-    });
-    this.#pinned = new LRUCache({
-      max: maxPinned,
-      dispose: (table) => void table.then((t) => t.close()).catch(() => {}),
-    });
+    this.#session = newSession(INDEX_CACHE_BYTES, metadataCacheBytes);
+    const dispose = (table: Promise<Table>) => void table.then((t) => t.close()).catch(() => {});
+    this.#latest = new LRUCache({ max: maxPinned, dispose });
+    this.#pinned = new LRUCache({ max: maxPinned, dispose });
   }
 
   /** The dataset's current version, read from storage now (no cached notion of "latest"). */
@@ -79,13 +46,7 @@ export class TableCache {
   #latestHandle(location: DatasetLocation): Promise<Table> {
     // One handle per dataset: its connection's strong consistency re-checks the newest version
     // on every call, so the table is not opened again for each query.
-    let table = this.#latest.get(location.uri);
-    if (!table) {
-      table = this.#open(location);
-      table.catch(() => this.#latest.delete(location.uri));
-      this.#latest.set(location.uri, table);
-    }
-    return table;
+    return cachedPromise(this.#latest, location.uri, () => this.#open(location));
   }
 
   /**
@@ -94,13 +55,7 @@ export class TableCache {
    */
   at(location: DatasetLocation, version: number): Promise<Table> {
     const key = `${location.uri}@${version}`;
-    let table = this.#pinned.get(key);
-    if (!table) {
-      table = this.#openAt(location, version);
-      table.catch(() => this.#pinned.delete(key));
-      this.#pinned.set(key, table);
-    }
-    return table;
+    return cachedPromise(this.#pinned, key, () => this.#openAt(location, version));
   }
 
   /**
@@ -121,7 +76,7 @@ export class TableCache {
       table.close();
       // With list permission limited to the dataset prefix (least privilege), S3 answers a
       // missing manifest with 403 rather than 404; the dataset itself opened fine.
-      if (isNotFound(err) || /AccessDenied|\b403\b/.test(String(err))) {
+      if (lanceErrorKind(err) !== "other") {
         const message = `version ${version} of ${location.uri} not found`;
         throw new FanoutError("VERSION_NOT_FOUND", message, { cause: err });
       }
@@ -134,7 +89,7 @@ export class TableCache {
     try {
       return await connection.openTable(location.tableName);
     } catch (err) {
-      if (isNotFound(err)) {
+      if (lanceErrorKind(err) === "not-found") {
         throw new FanoutError("DATASET_NOT_FOUND", `dataset ${location.uri} not found`, {
           cause: err,
         });
@@ -144,23 +99,14 @@ export class TableCache {
   }
 
   #connection(location: DatasetLocation): Promise<Connection> {
-    let connection = this.#connections.get(location.dbUri);
-    if (!connection) {
-      // Strong consistency: every open sees the newest committed version.
-      connection = connectDatabase(location.dbUri, location.kind, this.#s3, {
+    // Strong consistency: every open sees the newest committed version.
+    return cachedPromise(this.#connections, location.dbUri, () =>
+      connectDatabase(location.dbUri, location.kind, this.#s3, {
         readConsistencyInterval: 0,
         session: this.#session,
-      });
-      connection.catch(() => this.#connections.delete(location.dbUri));
-      this.#connections.set(location.dbUri, connection);
-    }
-    return connection;
+      }),
+    );
   }
-}
-
-export function isNotFound(err: unknown): boolean {
-  const message = err instanceof Error ? err.message : String(err);
-  return /not found|NoSuchBucket|NoSuchKey|does not exist/i.test(message);
 }
 
 /**

@@ -5,13 +5,23 @@
  * index is `--rows` x 520 bytes, several segments, and searches it through the planner: one task
  * per segment and one task over every segment, with a few and with every partition probed.
  * Prints one line per search and a summary (docs/deploy.md "Memory sizes" quotes it).
- *   nice -n 10 npx tsx scripts/memory-probe.ts --memory 512        # cache 256 MB by the formula
- *   nice -n 10 npx tsx scripts/memory-probe.ts --memory 2048 --rounds 1
+ *   nice -n 10 npx tsx bench/probes/memory-probe.ts --memory 512        # cache 256 MB by the formula
+ *   nice -n 10 npx tsx bench/probes/memory-probe.ts --memory 2048 --rounds 1
  */
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { InvokeCommand } from "@aws-sdk/client-lambda";
 import { Command } from "commander";
+import { positiveInteger } from "../../cli/positive-integer.js";
+import { FUNCTION_DEFAULTS } from "../../functions/defaults.js";
+import { bundleFunctions } from "../../local/bundle.js";
+import { partitionsFor } from "../../local/index-segments.js";
+import { startLocalLambda } from "../../local/lambda.js";
+import { freePort } from "../../local/net.js";
+import { startLocalS3 } from "../../local/s3.js";
+import { FUNCTIONS, localEnv } from "../../local/stack.js";
+import { readManifest } from "../../shared/manifest-store.js";
+import type { SearchResponse } from "../../shared/search.js";
 import {
   CACHE_DIR,
   type DatasetSpec,
@@ -19,19 +29,9 @@ import {
   groundTruth,
   loadQueries,
   recallAtK,
-} from "../bench/datasets.js";
-import { procResources } from "../bench/env.js";
-import { BUCKET, directObjectStore, loopbackLambdaClient, uploadDataset } from "../bench/stack.js";
-import { FUNCTION_DEFAULTS } from "../infra/function-defaults.js";
-import { bundleFunctions } from "../local/bundle.js";
-import { partitionsFor } from "../local/index-segments.js";
-import { startLocalLambda } from "../local/lambda.js";
-import { freePort } from "../local/net.js";
-import { startLocalS3 } from "../local/s3.js";
-import { FUNCTIONS, localEnv } from "../local/stack.js";
-import { readManifest } from "../shared/manifest-store.js";
-import type { SearchResponse } from "../shared/search.js";
-import { positiveInteger } from "./positive-integer.js";
+} from "../datasets.js";
+import { procResources } from "../env.js";
+import { BUCKET, directObjectStore, loopbackLambdaClient, uploadDataset } from "../stack.js";
 
 const options = new Command("memory-probe")
   .option("--memory <mb>", "the segment-search's memory size", positiveInteger, 512)

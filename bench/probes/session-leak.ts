@@ -14,7 +14,7 @@
  * pool_idle_timeout=1s`). A new view leaves nothing. With lancedb 0.39 nothing is left in any
  * mode (renew +0.02, keep +0.00, view +0.04 MiB per cycle over 40 cycles). Re-run it after
  * upgrading lancedb.
- *   npx tsx scripts/session-leak.ts [--cycles 40] [--pause-ms 0] [--storage-option k=v ...]
+ *   npx tsx bench/probes/session-leak.ts [--cycles 40] [--pause-ms 0] [--storage-option k=v ...]
  */
 import { fork } from "node:child_process";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -24,11 +24,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import * as lancedb from "@lancedb/lancedb";
 import { Command, InvalidArgumentError } from "commander";
-import { environment } from "../bench/env.js";
-import { mulberry32 } from "../local/random.js";
-import { startLocalS3 } from "../local/s3.js";
-import { collectGarbage } from "../shared/views.js";
-import { positiveInteger, wholeNumber } from "./positive-integer.js";
+import { positiveInteger, wholeNumber } from "../../cli/positive-integer.js";
+import { mulberry32 } from "../../local/random.js";
+import { startLocalS3 } from "../../local/s3.js";
+import { collectGarbage } from "../../shared/lance/connect.js";
+import { environment } from "../env.js";
 
 const BUCKET = "probe";
 const DIM = 64;

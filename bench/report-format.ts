@@ -1,0 +1,47 @@
+/**
+ * What the report's parts share: the record type, number formatting, the goal rows and the
+ * frame of an SVG chart.
+ * @module
+ */
+
+/** One JSON line of bench/results, as the report reads it. */
+export type Rec = Record<string, unknown> & { type: string; runId: string };
+
+export interface Goal {
+  goal: string;
+  measured: string;
+  verdict: string;
+}
+
+export const fmt = (v: number | null | undefined, d = 2) =>
+  v === undefined || v === null || Number.isNaN(v) ? "–" : v.toFixed(d);
+
+/** Plot area: width, height and the left, right, top and bottom margins, in pixels. */
+export interface SvgBox {
+  readonly W: number;
+  readonly H: number;
+  readonly L: number;
+  readonly R: number;
+  readonly T: number;
+  readonly B: number;
+}
+
+/** The opening elements of a chart: background, title, both axes and their labels. */
+export function svgFrame(title: string, box: SvgBox, xLabel: string, yLabel: string): string[] {
+  const { W, H, L, R, T, B } = box;
+  const mid = (T + H - B) / 2;
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11" role="img" aria-label="${escapeXml(title)}">`,
+    `<title>${escapeXml(title)}</title>`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="${W / 2}" y="18" text-anchor="middle" font-size="13">${escapeXml(title)}</text>`,
+    `<line x1="${L}" y1="${H - B}" x2="${W - R}" y2="${H - B}" stroke="black"/>`,
+    `<line x1="${L}" y1="${T}" x2="${L}" y2="${H - B}" stroke="black"/>`,
+    `<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">${escapeXml(xLabel)}</text>`,
+    `<text x="14" y="${mid}" text-anchor="middle" transform="rotate(-90 14 ${mid})">${escapeXml(yLabel)}</text>`,
+  ];
+}
+
+export function escapeXml(s: string): string {
+  return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
