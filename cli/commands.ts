@@ -209,7 +209,7 @@ export async function planCommand(o: RequestOptions): Promise<void> {
   const mean = costs.reduce((a, b) => a + b, 0) / Math.max(1, costs.length);
   console.log(
     `version ${plan.version}, index ${plan.index.name} on ${plan.index.column} (${plan.index.metric}), ` +
-      `${plan.index.segments} segments -> ${plan.plan.tasks} task(s)`,
+      `${plan.index.segmentCount} segments -> ${plan.plan.tasks} task(s)`,
   );
   console.table(
     plan.plan.groups.map((g, i) => ({

@@ -265,6 +265,12 @@ export class FanoutFunctions extends Construct {
     planner.fn.addEnvironment("LANCE_FANOUT_TIMEOUT_MS", String(queryTimeoutMs));
     planner.fn.addEnvironment("LANCE_FANOUT_COVERAGE", coverage);
     planner.fn.addEnvironment("LANCE_FANOUT_PREPARE_ENVIRONMENTS", String(prepareEnvironments));
+    // What a segment-search environment's index cache holds (half its memory, the runtime's
+    // default there): the planner's `auto` weighs it against the groups' index sizes.
+    planner.fn.addEnvironment(
+      "LANCE_FANOUT_TASK_INDEX_CACHE_MB",
+      String(Math.floor(settings.segmentSearch.memorySize / 2)),
+    );
     planner.fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["lambda:InvokeFunction"],

@@ -2,7 +2,7 @@
  * Writing an IVF_PQ vector index in a chosen number of segments through lancedb, whose
  * `optimize()` decides by itself whether new rows become a new delta segment.
  *
- * The rule in Lance 8.0.0 (@lancedb/lancedb 0.31, default optimize options), pinned by
+ * The rule in Lance 8 and 12 (@lancedb/lancedb 0.31 and 0.39, default optimize options), pinned by
  * test/index-segments.test.ts: `optimize()` indexes the rows added since the last one as one new
  * delta segment, unless some IVF partition, counting its rows in every segment plus the new rows
  * assigned to it, holds fewer than {@link JOIN_BELOW} rows (Lance joins it into its neighbours)

@@ -10,7 +10,7 @@ export function keepOnLoopback(env: NodeJS.ProcessEnv = process.env): void {
   env.AWS_REGION ??= "us-east-1";
   env.LANCEDB_LOG ??= "error";
   env.LANCE_FANOUT_LOG ??= "off";
-  // Node 20 runs locally on purpose; Lambda runs 22 or 24.
+  // Tests and benchmarks may run on a Node other than Lambda's.
   env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= "true";
 }
 

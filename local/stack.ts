@@ -82,9 +82,11 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       ...localEnv(s3.endpoint, `http://127.0.0.1:${lambdaPort}`, bucket),
       // Every worker a task may land in: prepare loads a typical query's views into all of them.
       LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(segmentSearchConcurrency),
+      // Each segment-search worker's index cache, as the deployed memory size gives it.
+      LANCE_FANOUT_TASK_INDEX_CACHE_MB: String(FUNCTION_DEFAULTS.segmentSearch.memorySize / 2),
     };
     const bundles = await bundleFunctions();
-    // Memory sizes and timeouts are the deployed ones (infra/function-defaults.ts).
+    // Memory sizes and timeouts are the deployed ones (functions/defaults.ts).
     const fn = (
       name: string,
       module: string,
@@ -160,7 +162,7 @@ export function localEnv(
     // at batch 1, warm). Telling the cost model so makes `auto` choose what is fastest here.
     LANCE_FANOUT_PARALLELISM: "1",
     LANCE_FANOUT_INVOKE_MS: "3",
-    // Node 20 runs the local stack knowingly; Lambda runs 22 or 24.
+    // The workers run on the Node that started the stack, which need not be Lambda's.
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
   };
 }

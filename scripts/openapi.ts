@@ -50,13 +50,13 @@ const planResponse = (withResults: boolean) => ({
     version: { type: "integer", minimum: 1, description: "the dataset version searched (pinned)" },
     index: {
       type: "object",
-      required: ["name", "column", "metric", "segments"],
+      required: ["name", "column", "metric", "segmentCount"],
       additionalProperties: false,
       properties: {
         name: { type: "string" },
         column: { type: "string" },
         metric: { enum: ["l2", "cosine", "dot"] },
-        segments: { type: "integer", minimum: 0 },
+        segmentCount: { type: "integer", minimum: 0 },
       },
     },
     plan: {

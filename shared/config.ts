@@ -29,6 +29,12 @@ export interface LambdaConfig {
   readonly parallelism: number;
   /** What one warm invoke costs (`LANCE_FANOUT_INVOKE_MS`), for the cost model. @default 15 */
   readonly invokeMs: number;
+  /**
+   * The segment-search's index cache (`LANCE_FANOUT_TASK_INDEX_CACHE_MB`): how much of a group's
+   * index one task's environment holds, for the cost model. @default 1024 (half of the
+   * segment-search's default 2048 MB; the stack sets it from the deployed memory size)
+   */
+  readonly taskIndexCacheBytes: number;
 }
 
 /** The local stack's ports (`fanout serve`, `npm start`), all on 127.0.0.1. */
@@ -48,7 +54,7 @@ export interface FanoutConfig {
   readonly localViewRoot: string;
   /**
    * Key prefix, in each S3 dataset's own bucket, where its segment views live; required to search
-   * S3 datasets. Same bucket because lancedb 0.31 clones across buckets incorrectly.
+   * S3 datasets. Same bucket because lancedb writes a clone into another bucket to the source's.
    */
   readonly s3ViewPrefix?: string;
   /** Dataset prefixes that may be searched (`s3://bucket/prefix/` or local directories). @default all */
@@ -156,6 +162,7 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
       endpoint: text(env.AWS_ENDPOINT_URL_LAMBDA) ?? text(env.AWS_ENDPOINT_URL),
       parallelism: intVar(env, "LANCE_FANOUT_PARALLELISM", 256),
       invokeMs: intVar(env, "LANCE_FANOUT_INVOKE_MS", 15),
+      taskIndexCacheBytes: intVar(env, "LANCE_FANOUT_TASK_INDEX_CACHE_MB", 1024) * MB,
     },
     localStack: {
       http: intVar(env, "PORT", 3000),

@@ -33,7 +33,7 @@ export interface ErrorBody {
 
 /** A failure with a stable code; `details` carries machine-readable context (e.g. fragments). */
 export class FanoutError extends Error {
-  override readonly name = "FanoutError";
+  override readonly name: string = "FanoutError";
   readonly code: ErrorCode;
   readonly details: unknown;
 

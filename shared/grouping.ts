@@ -3,7 +3,7 @@
  * put while the dataset changes: units are taken in the order they were created, each into the
  * group with the lowest cost so far, costed by physical rows. A later segment or fragment comes
  * last, so every earlier assignment stays; a delete changes no physical row count. Every view
- * of an unchanged group survives a commit (shared/views.ts names views by content).
+ * of an unchanged group survives a commit (shared/views/identity.ts names views by content).
  * Pure and deterministic: equal inputs give equal groups.
  * @module
  */
@@ -26,6 +26,8 @@ export interface Group {
   readonly rows: number;
   /** Estimated cost in row-equivalents of its physical rows (see {@link SEGMENT_COST}). */
   readonly cost: number;
+  /** Size of its segments' index files; 0 for fragments searched flat; null when not recorded. */
+  readonly indexBytes: number | null;
 }
 
 export function segmentCost(segments: number, rows: number): number {
@@ -72,6 +74,7 @@ export function groupSegments(segments: readonly Segment[], maxGroups: number): 
         unit.length,
         unit.reduce((sum, s) => sum + s.physicalRows, 0),
       ),
+      indexBytes: sumOrNull(unit.map((s) => s.indexBytes)),
     })),
     maxGroups,
   );
@@ -89,6 +92,7 @@ export function groupFragments(fragments: readonly FlatFragment[], maxGroups: nu
       fragments: [f.id],
       rows: f.rows,
       cost: segmentCost(0, f.physicalRows),
+      indexBytes: 0,
     })),
     maxGroups,
   );
@@ -110,6 +114,7 @@ function pack(items: readonly Item[], maxGroups: number): Group[] {
     fragments: [] as number[],
     rows: 0,
     cost: 0,
+    indexBytes: [] as (number | null)[],
   }));
   for (const item of sorted) {
     const bin = bins.reduce((best, b) => (b.cost < best.cost ? b : best));
@@ -117,11 +122,22 @@ function pack(items: readonly Item[], maxGroups: number): Group[] {
     bin.fragments.push(...item.fragments);
     bin.rows += item.rows;
     bin.cost += item.cost;
+    bin.indexBytes.push(item.indexBytes);
   }
   return bins.map((bin) => ({
     segments: bin.segments.sort(),
     fragments: [...new Set(bin.fragments)].sort((a, b) => a - b),
     rows: bin.rows,
     cost: bin.cost,
+    indexBytes: sumOrNull(bin.indexBytes),
   }));
+}
+
+function sumOrNull(values: readonly (number | null)[]): number | null {
+  let sum = 0;
+  for (const v of values) {
+    if (v === null) return null;
+    sum += v;
+  }
+  return sum;
 }

@@ -145,6 +145,7 @@ function coverage(manifest: Manifest, segments: readonly ManifestSegment[]) {
         fragments,
         rows: sum(fragments, (f) => f.liveRows),
         physicalRows: sum(fragments, (f) => f.physicalRows),
+        indexBytes: segment.sizeBytes,
       });
     }
   }

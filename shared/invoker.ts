@@ -50,8 +50,14 @@ async function warmMerge(task: WarmTask, runtime: Runtime): Promise<void> {
 /** Calls the shared modules directly, in this process. */
 export function inProcessInvoker(runtime: Runtime): Invoker {
   return {
-    // Tasks share this process's cores; nothing is serialised, so no payload limit applies.
-    profile: { parallelism: availableParallelism(), invokeMs: 0, maxPayloadBytes: Infinity },
+    // Tasks share this process's cores and its one index cache; nothing is serialised, so no
+    // payload limit applies.
+    profile: {
+      parallelism: availableParallelism(),
+      invokeMs: 0,
+      maxPayloadBytes: Infinity,
+      indexCache: { bytes: runtime.config.indexCacheBytes, perTask: false },
+    },
     searchSegments: (task) => searchSegments(task, runtime),
     prepareView: (task) => prepareView(task, runtime),
     warmViews: async (task) => {

@@ -5,11 +5,14 @@
  * @module
  */
 import protobuf, { type Long, type Type } from "protobufjs";
+import { FanoutError } from "./errors.js";
 
-export class ManifestError extends Error {
+/** A manifest this reader cannot read: `INTERNAL`, as a damaged dataset is not the caller's mistake. */
+export class ManifestError extends FanoutError {
+  override readonly name = "ManifestError";
+
   constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "ManifestError";
+    super("INTERNAL", message, options);
   }
 }
 

@@ -10,7 +10,7 @@ import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choic
 import { lanceMessage } from "./lance/errors.js";
 import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
-import { type ExecutionProfile, splitWork } from "./strategy.js";
+import { DEFAULT_NPROBES, type ExecutionProfile, splitWork } from "./strategy.js";
 import type { SegmentTask } from "./tasks.js";
 import type { FlatFragment } from "./units.js";
 import {
@@ -152,6 +152,7 @@ export function splitPlan(
     queries: request.queries.length,
     dimension: index.dimension,
     limit: limitsOf(request).most,
+    nprobes: request.nprobes ?? DEFAULT_NPROBES,
     maxTasks: Math.min(request.maxTasks ?? maxTasks, maxTasks),
     strategy: request.strategy ?? "auto",
     // `select` columns or a flat group beside the index groups: the merge function runs anyway.
@@ -227,6 +228,7 @@ function flatGroup(fragments: readonly FlatFragment[]): PlannedGroup {
       0,
       fragments.reduce((sum, f) => sum + f.physicalRows, 0),
     ),
+    indexBytes: 0,
   };
 }
 

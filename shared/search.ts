@@ -28,7 +28,8 @@ export interface PlanResponse {
     readonly name: string;
     readonly column: string;
     readonly metric: string;
-    readonly segments: number;
+    /** Index segments of the version (a count). */
+    readonly segmentCount: number;
   };
   readonly plan: {
     readonly strategy: SearchPlan["strategy"];
@@ -180,7 +181,7 @@ function describePlan(searchPlan: SearchPlan): PlanResponse {
       name: index.name,
       column: index.column,
       metric: index.metric,
-      segments: index.segments.length,
+      segmentCount: index.segments.length,
     },
     plan: {
       strategy: searchPlan.strategy,

@@ -59,7 +59,7 @@ const WARM_CONCURRENCY = 8;
 export async function warmViews(task: WarmTask, runtime: Runtime): Promise<Warmed> {
   const dataset = runtime.resolveDataset(task.dataset);
   const specs = task.warm.map((group) => viewSpecOf({ ...task, ...group }, dataset));
-  return { environment: ENVIRONMENT, opened: await runtime.views.openAll(specs, WARM_CONCURRENCY) };
+  return { environment: ENVIRONMENT, opened: await runtime.views.warm(specs, WARM_CONCURRENCY) };
 }
 
 /** The view a task searches: its group of the pinned version. */

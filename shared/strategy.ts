@@ -16,6 +16,11 @@ export interface ExecutionProfile {
   readonly invokeMs: number;
   /** Largest task or merge payload, in bytes. */
   readonly maxPayloadBytes: number;
+  /**
+   * lancedb's index cache where tasks run: `perTask` when each task has an environment (and a
+   * cache) of its own, as on Lambda; otherwise every task shares this process's one cache.
+   */
+  readonly indexCache: { readonly bytes: number; readonly perTask: boolean };
 }
 
 export interface CostModel {
@@ -23,6 +28,8 @@ export interface CostModel {
   readonly perQuerySegmentMs: number;
   readonly perQueryThousandRowsMs: number;
   readonly referenceDimension: number;
+  /** One storage read's first-byte latency (S3's typical p50): what an uncached partition costs. */
+  readonly storageRoundTripMs: number;
 }
 
 export const COST_MODEL: CostModel = calibration;
@@ -45,6 +52,8 @@ export interface SplitInput {
   readonly dimension: number;
   /** Candidates per query each task returns (k + offset). */
   readonly limit: number;
+  /** IVF partitions a query probes in each segment. */
+  readonly nprobes: number;
   readonly maxTasks: number;
   readonly strategy: Strategy;
   /**
@@ -55,6 +64,9 @@ export interface SplitInput {
   readonly profile: ExecutionProfile;
   readonly model?: CostModel;
 }
+
+/** lancedb's `nprobes` when a request sets none (its query.d.ts: "The default value is 20"). */
+export const DEFAULT_NPROBES = 20;
 
 /** Bytes one candidate takes in a payload: u64 row id + f32 distance, base64. */
 const CANDIDATE_BYTES = 16;
@@ -125,6 +137,7 @@ function estimate(
 ): number {
   const scale = input.dimension / model.referenceDimension;
   const chunk = Math.max(...chunks.map(([a, b]) => b - a));
+  const missed = missedShare(groups, input.profile.indexCache);
   const slowestTask = Math.max(
     model.taskFixedMs,
     ...groups.map(
@@ -132,13 +145,30 @@ function estimate(
         model.taskFixedMs +
         chunk *
           (g.segments.length * model.perQuerySegmentMs +
-            (g.rows / 1000) * model.perQueryThousandRowsMs * scale),
+            (g.rows / 1000) * model.perQueryThousandRowsMs * scale +
+            g.segments.length * input.nprobes * missed(g) * model.storageRoundTripMs),
     ),
   );
   const tasks = groups.length * chunks.length;
   const waves = Math.ceil(tasks / Math.max(1, input.profile.parallelism));
   const invokes = groups.length > 1 || input.mergeInvoked ? 2 : 1;
   return invokes * input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask;
+}
+
+/**
+ * The share of a group's index its task reads from storage on every query: what does not fit
+ * the index cache it runs with. On Lambda each group's environment holds that group alone, so
+ * G groups hold G caches' worth of index hot; in one process every group shares one cache, and
+ * fanning out changes nothing. Unknown sizes count as fitting.
+ */
+function missedShare(
+  groups: readonly Group[],
+  cache: ExecutionProfile["indexCache"],
+): (group: Group) => number {
+  const share = (bytes: number) => (bytes > cache.bytes ? 1 - cache.bytes / bytes : 0);
+  if (cache.perTask) return (group) => share(group.indexBytes ?? 0);
+  const total = share(groups.reduce((sum, g) => sum + (g.indexBytes ?? 0), 0));
+  return () => total;
 }
 
 /** `count` contiguous ranges covering `[0, total)`, as equal as possible. */

@@ -32,7 +32,7 @@ const versionFields = {
   schema: digest,
 };
 
-/** One group of that version: with it, what names a view (see shared/views.ts `ViewSpec`). */
+/** One group of that version: with it, what names a view (see shared/views/identity.ts `ViewSpec`). */
 const groupFields = {
   /** Empty for a flat task over a dataset without a vector index. */
   indexName: z.string(),

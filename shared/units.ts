@@ -14,6 +14,8 @@ export interface Segment {
   readonly rows: number;
   /** Rows including deleted ones (what the index holds; unchanged by deletes). */
   readonly physicalRows: number;
+  /** Size of the segment's index files, or null when the manifest does not record it. */
+  readonly indexBytes: number | null;
 }
 
 /** A fragment searched flat: its live and physical rows. */

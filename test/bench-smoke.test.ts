@@ -199,7 +199,7 @@ describe("bench smoke run", () => {
       bandwidthMBps: 0,
     });
     try {
-      // lancedb re-opens a fresh clone from the environment alone (shared/views.ts `clone`).
+      // lancedb re-opens a fresh clone from the environment alone (shared/lance/clone.ts `shallowClone`).
       expect(process.env.AWS_ENDPOINT_URL).toBe(storage.proxy.endpoint);
       expect(process.env.AWS_ENDPOINT_URL_S3).toBe(storage.proxy.endpoint);
       expect(process.env.AWS_ALLOW_HTTP).toBe("true");

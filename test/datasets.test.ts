@@ -131,7 +131,11 @@ describe("dataset variants", () => {
       { ...base, indexName: "flat_cosine", nprobes: 2 },
       { runtime },
     );
-    expect(response.index).toMatchObject({ name: "flat_cosine", metric: "cosine", segments: 1 });
+    expect(response.index).toMatchObject({
+      name: "flat_cosine",
+      metric: "cosine",
+      segmentCount: 1,
+    });
     const table = await (await lancedb.connect(ds.dir)).openTable("items");
     const exact = await table
       .vectorSearch(q0)

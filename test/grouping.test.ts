@@ -9,6 +9,7 @@ const segment = (i: number, rows: number, fragments = [i]): Segment => ({
   created: i,
   rows,
   physicalRows: rows,
+  indexBytes: null,
   fragments,
 });
 

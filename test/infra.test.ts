@@ -247,6 +247,8 @@ describe("functions", () => {
       LANCE_FANOUT_TIMEOUT_MS: "25000",
       LANCE_FANOUT_COVERAGE: "fallback",
       LANCE_FANOUT_PREPARE_ENVIRONMENTS: "17",
+      // Half the segment-search's 2048 MB: the cache `auto` weighs a group's index against.
+      LANCE_FANOUT_TASK_INDEX_CACHE_MB: "1024",
     });
     expect(env(gc)).toEqual({
       ...common,
@@ -313,7 +315,12 @@ describe("functions", () => {
       Timeout: 60,
       ReservedConcurrentExecutions: 2,
       Environment: {
-        Variables: { LANCE_FANOUT_MAX_TASKS: "32", LANCE_FANOUT_TIMEOUT_MS: "50000" },
+        Variables: {
+          LANCE_FANOUT_MAX_TASKS: "32",
+          LANCE_FANOUT_TIMEOUT_MS: "50000",
+          // The planner weighs groups against the segment-search's cache: half its 3008 MB.
+          LANCE_FANOUT_TASK_INDEX_CACHE_MB: "1504",
+        },
       },
     });
     // 50 s and 60 s are over the HTTP API's 29 s: direct invokes only, and the stack says so.

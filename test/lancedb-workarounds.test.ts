@@ -51,7 +51,7 @@ describe("lancedb sessions (local dataset)", () => {
     ds = await makeDataset({ rounds: [4000] });
   });
 
-  test("connect ignores a session passed as its third argument (shared/tables.ts passes it in the options)", async () => {
+  test("connect ignores a session passed as its third argument (shared/lance/connect.ts passes it in the options)", async () => {
     const third = session();
     const ignored = await lancedb.connect(ds.dir, {}, third);
     const viaThird = await ignored.openTable("items");

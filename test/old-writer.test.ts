@@ -76,7 +76,7 @@ describe("a dataset written by lancedb 0.31", () => {
       { runtime },
     );
     expect(response.version).toBe(expected.version);
-    expect(response.index.segments).toBe(3);
+    expect(response.index.segmentCount).toBe(3);
     const groups = response.plan.groups;
     expect(groups.filter((g) => g.kind === "index").flatMap((g) => g.segments)).toHaveLength(3);
     expect(groups.filter((g) => g.kind === "flat")).toHaveLength(1);

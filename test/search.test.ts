@@ -56,7 +56,7 @@ describe("a dataset with several uneven index segments", () => {
       { runtime },
     );
     expect(ds.segments).toBe(5);
-    expect(response.index.segments).toBe(ds.segments);
+    expect(response.index.segmentCount).toBe(ds.segments);
     expect(response.version).toBe(ds.version);
     const rows = response.plan.groups.map((g) => g.rows);
     expect(Math.max(...rows)).toBeGreaterThan(2 * Math.min(...rows));

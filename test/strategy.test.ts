@@ -23,6 +23,8 @@ const strip = (r: SearchResponse) =>
   r.results.map(({ _query_id, _distance, _rowid }) => ({ _query_id, _distance, _rowid }));
 const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0")}`;
 
+const MB = 1024 * 1024;
+
 describe("splitWork", () => {
   const segments = Array.from({ length: 8 }, (_, i) => ({
     uuid: uuid(i),
@@ -30,14 +32,21 @@ describe("splitWork", () => {
     fragments: [i],
     rows: 50_000 * (i + 1),
     physicalRows: 50_000 * (i + 1),
+    indexBytes: null,
   }));
-  const lambda = { parallelism: 256, invokeMs: 15, maxPayloadBytes: 6 * 1024 * 1024 };
+  const lambda = {
+    parallelism: 256,
+    invokeMs: 15,
+    maxPayloadBytes: 6 * 1024 * 1024,
+    indexCache: { bytes: 1024 * MB, perTask: true },
+  };
   const base = {
     units: segments.length,
     group: (g: number) => groupSegments(segments, g),
     queries: 100,
     dimension: 64,
     limit: 10,
+    nprobes: 20,
     maxTasks: 16,
     mergeInvoked: false,
     profile: lambda,
@@ -88,6 +97,68 @@ describe("splitWork", () => {
     expect(split.chunks.at(-1)?.[1]).toBe(1000);
   });
 
+  describe("memory: what a group's index costs to hold", () => {
+    /** 8 segments of 200 MB each: 1.6 GB of index, as the manifest records it. */
+    const big = segments.map((s) => ({
+      ...s,
+      rows: 100_000,
+      physicalRows: 100_000,
+      indexBytes: 200 * MB,
+    }));
+    const one = {
+      ...base,
+      queries: 1,
+      strategy: "auto" as const,
+      group: (g: number) => groupSegments(big, g),
+    };
+    const cache = (bytes: number, perTask: boolean) => ({
+      ...lambda,
+      indexCache: { bytes, perTask },
+    });
+
+    test("auto fans out when one function's cache holds a fraction of the index, as far as the groups fit", () => {
+      const split = splitWork({ ...one, profile: cache(400 * MB, true) });
+      // Two segments (400 MB) fit one task's cache: four groups hold the whole index hot.
+      expect(split.groups.length).toBeGreaterThanOrEqual(4);
+      for (const g of split.groups) expect(g.indexBytes).toBeLessThanOrEqual(400 * MB);
+      const single = splitWork({ ...one, strategy: "single", profile: cache(400 * MB, true) });
+      expect(single.estimatedMs).toBeGreaterThan(2 * split.estimatedMs);
+    });
+
+    test("auto keeps one task when the whole index fits one cache", () => {
+      const split = splitWork({ ...one, profile: cache(2048 * MB, true) });
+      expect(split.groups.length).toBe(1);
+    });
+
+    test("in one process the groups share one cache: fanning out holds no more of the index", () => {
+      const shared = splitWork({
+        ...one,
+        profile: { ...cache(400 * MB, false), parallelism: 2, invokeMs: 0 },
+      });
+      const bounded = splitWork({
+        ...one,
+        profile: { ...cache(400 * MB, true), parallelism: 2, invokeMs: 0 },
+      });
+      expect(shared.groups.length).toBeLessThanOrEqual(2);
+      expect(bounded.groups.length).toBeGreaterThanOrEqual(4);
+    });
+
+    test("sizes the manifest does not record count as fitting", () => {
+      const unknown = segments.map((s) => ({
+        ...s,
+        rows: 100_000,
+        physicalRows: 100_000,
+        indexBytes: null,
+      }));
+      const split = splitWork({
+        ...one,
+        group: (g) => groupSegments(unknown, g),
+        profile: cache(1, true),
+      });
+      expect(split.groups.length).toBe(1);
+    });
+  });
+
   test("chunkRanges covers every query once", () => {
     expect(chunkRanges(10, 3)).toEqual([
       [0, 3],
@@ -124,6 +195,32 @@ describe("strategies on a real dataset", () => {
     ]);
     for (const answer of answers)
       expect(strip(answer)).toEqual(strip(answers[0] as SearchResponse));
+  });
+
+  test("auto reads the groups' index sizes from the manifest: it fans out when one task's cache holds a fraction", async () => {
+    const lambdaLike = (cacheBytes: number) => ({
+      ...inProcessInvoker(runtime),
+      profile: {
+        parallelism: 256,
+        invokeMs: 15,
+        maxPayloadBytes: 6 * 1024 * 1024,
+        indexCache: { bytes: cacheBytes, perTask: true },
+      },
+    });
+    const request = {
+      dataset: ds.uri,
+      query: QUERIES[0] ?? [],
+      k: 10,
+      nprobes: 4,
+      explain: true as const,
+    };
+    const roomy = await vectorSearch(request, { runtime, invoker: lambdaLike(1024 * 1024 * 1024) });
+    expect(roomy.plan.tasks).toBe(1);
+    // A cache of a few KiB holds under one segment of this index: every task reads from storage,
+    // and the more groups, the fewer segments each reads.
+    const tight = await vectorSearch(request, { runtime, invoker: lambdaLike(4096) });
+    expect(tight.plan.tasks).toBe(ds.segments);
+    expect(tight.plan.estimatedMs).toBeGreaterThan(roomy.plan.estimatedMs);
   });
 
   test("with refineFactor the answer does not depend on the plan and equals native's", async () => {
@@ -322,7 +419,7 @@ describe("coverage of unindexed fragments", () => {
       { dataset: ds.uri, query: q, k: 5, coverage: "fallback" },
       { runtime },
     );
-    expect(response.index.segments).toBe(0);
+    expect(response.index.segmentCount).toBe(0);
     const exact = await nativeSearch({ ...ds, version: await ds.table.version() }, q, 5, {
       exact: true,
     });

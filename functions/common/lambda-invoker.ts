@@ -42,6 +42,8 @@ export function lambdaProfile(lambda: LambdaConfig): ExecutionProfile {
     parallelism: lambda.parallelism,
     invokeMs: lambda.invokeMs,
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
+    // Each task runs in a segment-search environment of its own, with its own index cache.
+    indexCache: { bytes: lambda.taskIndexCacheBytes, perTask: true },
   };
 }
 
@@ -74,9 +76,13 @@ export function lambdaInvokerOf(config: FanoutConfig): Invoker {
   };
 }
 
-/** An invocation that crashed or timed out (Lambda's FunctionError), as opposed to a handled error. */
-class FunctionFailure extends Error {
-  override readonly name = "FunctionFailure";
+/**
+ * An invocation that crashed or timed out (Lambda's FunctionError), as opposed to a handled
+ * error: its FanoutError carries `details.functionError`.
+ */
+function isFunctionFailure(error: unknown): boolean {
+  const details = error instanceof FanoutError ? error.details : undefined;
+  return (details as { functionError?: unknown } | undefined)?.functionError !== undefined;
 }
 
 /** Crashed or timed-out tasks get this many more tries; searches are reads, so a rerun is safe. */
@@ -96,7 +102,7 @@ const RETRY = {
   shouldRetry: ({ error, attemptNumber }: { error: unknown; attemptNumber: number }) =>
     error instanceof TooManyRequestsException ||
     isTransportError(error) ||
-    (error instanceof FunctionFailure && attemptNumber <= FUNCTION_FAILURE_RETRIES),
+    (isFunctionFailure(error) && attemptNumber <= FUNCTION_FAILURE_RETRIES),
 };
 
 /** No HTTP response at all (a reset socket): searches are reads, so running one twice is safe. */
@@ -130,22 +136,22 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
       FunctionName: functionName,
       Payload: JSON.stringify(payload),
     });
+    const crashed = (message: string, functionError: string) =>
+      new FanoutError(failure, message, { details: { functionError } });
     const attempt = async () => {
-      const answer = readInvokeOutput(
-        await client.send(command, { abortSignal: signal }),
-        functionName,
-      );
-      if (answer.failure) throw new FunctionFailure(answer.failure);
-      if (answer.body === undefined)
-        throw new FunctionFailure(`${functionName} answered ${answer.text.slice(0, 200)}`);
+      const out = await client.send(command, { abortSignal: signal });
+      const answer = readInvokeOutput(out, functionName);
+      if (answer.failure) throw crashed(answer.failure, out.FunctionError ?? "");
+      if (answer.body === undefined) {
+        throw crashed(`${functionName} answered ${answer.text.slice(0, 200)}`, "not JSON");
+      }
       return answer.body;
     };
     const body = await pRetry(attempt, { ...RETRY, signal }).catch((err: unknown) => {
-      const message =
-        err instanceof FunctionFailure
-          ? err.message
-          : `invoking ${functionName} failed: ${String(err)}`;
-      throw new FanoutError(failure, message, { cause: err });
+      if (err instanceof FanoutError) throw err;
+      throw new FanoutError(failure, `invoking ${functionName} failed: ${String(err)}`, {
+        cause: err,
+      });
     });
     if (isErrorBody(body)) throw fromErrorBody(body);
     return body as T;

@@ -17,7 +17,7 @@ import { PrewarmBudget } from "./prewarm.js";
 
 /**
  * lancedb's caches, the connections that fill them, the views opened through those and what
- * was prewarmed into them: one generation at a time (see {@link ViewCache.openAll}).
+ * was prewarmed into them: one generation at a time (see {@link ViewCache.warm}).
  */
 interface Generation {
   /** One lancedb cache for every view of the generation, bounded by the configured sizes. */
@@ -77,7 +77,7 @@ export class ViewCache {
    * generation is not closed: a search still using one of its views finishes, and lancedb
    * frees its caches once unreferenced (see {@link collectGarbage}).
    */
-  async openAll(specs: readonly ViewSpec[], concurrency: number): Promise<number> {
+  async warm(specs: readonly ViewSpec[], concurrency: number): Promise<number> {
     const slack = this.#config.indexCacheBytes * RENEW_SLACK;
     const renewed = this.cachedBytes > this.#freshBytes + slack;
     if (renewed) {

@@ -44,16 +44,14 @@ export async function materializeView(
   const uri = `${folder}/${name}.lance`;
   const existing = await openIfExists(connection, name);
   const table = existing ?? (await shallowClone(connection, name, spec.dataset.uri, spec.version));
-  let restricted: Restricted;
-  try {
-    restricted = await restrict(table, uri, spec, objects);
-  } catch (err) {
-    if (!(err instanceof StaleView)) throw err;
+  let restricted = await restrict(table, uri, spec, objects);
+  if ("stale" in restricted) {
     // Not what its name promises (changed by something else): back to the clone it started
     // as, then restrict again. Nothing is deleted.
     await table.checkout(await firstVersion(table));
     await table.restore();
     restricted = await restrict(table, uri, spec, objects);
+    if ("stale" in restricted) throw new FanoutError("INTERNAL", restricted.stale);
   }
   const index = (await table.listIndices()).find((i) => i.name === spec.indexName);
   const searchedSegments = index?.numSegments ?? 0;
@@ -81,24 +79,23 @@ interface Restricted {
   readonly firstRows: number[];
 }
 
-/** A view whose contents do not match its name. */
-class StaleView extends FanoutError {
-  constructor(message: string) {
-    super("INTERNAL", message);
-  }
+/** A view whose contents do not match its name: what differs. */
+interface Stale {
+  readonly stale: string;
 }
 
 /**
  * Deletes the fragments outside the group (a no-op for a finished view), then verifies that
  * the view holds exactly the group's content. Answers the group's index segments as the
- * view's manifest lists them, and where each of its fragments starts.
+ * view's manifest lists them, and where each of its fragments starts; or, for a view that holds
+ * other content than its name promises, what differs.
  */
 async function restrict(
   table: Table,
   uri: string,
   spec: ViewSpec,
   objects: ObjectStore,
-): Promise<Restricted> {
+): Promise<Restricted | Stale> {
   const keep = new Set(spec.fragments.map((f) => f.id));
   for (let attempt = 0; ; attempt++) {
     const manifest = await readManifest(objects, uri, await table.version());
@@ -106,14 +103,14 @@ async function restrict(
     const wrong = spec.fragments.filter((f) => held.get(f.id) !== f.content);
     if (wrong.length > 0 || manifest.schema !== spec.schema) {
       const which = wrong.map((f) => f.id).join(", ");
-      throw new StaleView(`view ${uri} differs in fragments [${which}] or its schema`);
+      return { stale: `view ${uri} differs in fragments [${which}] or its schema` };
     }
     const group = manifest.segments.filter(
       (s) => s.name === spec.indexName && s.fragmentIds?.some((id) => keep.has(id)),
     );
     const effective = group.map((s) => s.uuid).sort();
     if (effective.join() !== spec.segments.join()) {
-      throw new StaleView(`view ${uri} covers segments ${effective.join(", ")}`);
+      return { stale: `view ${uri} covers segments ${effective.join(", ")}` };
     }
     // Lance searches the first vector index on a column: keep only the chosen one, and none in
     // a flat view. An emptied index keeps its oldest segment in the manifest (lance #8208),
