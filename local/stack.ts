@@ -44,6 +44,17 @@ export interface StackOptions {
   readonly starting?: string;
   /** Freeze idle workers between invocations, as Lambda does. @default true */
   readonly freeze?: boolean;
+  /**
+   * Segment-search functions, each with `concurrency.segmentSearch` workers: group g's tasks go
+   * to function g mod slots (`segmentSearchSlot`), so its workers keep serving the same groups.
+   * @default 1
+   */
+  readonly segmentSearchSlots?: number;
+}
+
+/** The local segment-search function of slot `n`: the first has the plain name. */
+export function segmentSearchSlot(n: number): string {
+  return n === 0 ? FUNCTIONS.segmentSearch : `${FUNCTIONS.segmentSearch}-${n}`;
 }
 
 export interface Stack {
@@ -78,10 +89,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
     const lambdaPort = options.lambdaPort === 0 ? await freePort() : (options.lambdaPort ?? 9001);
     const limits = options.concurrency ?? {};
     const segmentSearchConcurrency = limits.segmentSearch ?? 8;
+    const slots = Array.from({ length: options.segmentSearchSlots ?? 1 }, (_, n) =>
+      segmentSearchSlot(n),
+    );
     const env = {
       ...localEnv(s3.endpoint, `http://127.0.0.1:${lambdaPort}`, bucket),
+      LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION: slots.join(","),
       // Every worker a task may land in: prepare loads a typical query's views into all of them.
-      LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(segmentSearchConcurrency),
+      LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(segmentSearchConcurrency * slots.length),
       // Each segment-search worker's index cache, as the deployed memory size gives it.
       LANCE_FANOUT_TASK_INDEX_CACHE_MB: String(FUNCTION_DEFAULTS.segmentSearch.memorySize / 2),
     };
@@ -106,11 +121,13 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       freeze: options.freeze,
       functions: [
         fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 8, FUNCTION_DEFAULTS.planner),
-        fn(
-          FUNCTIONS.segmentSearch,
-          bundles.segmentSearch,
-          segmentSearchConcurrency,
-          FUNCTION_DEFAULTS.segmentSearch,
+        ...slots.map((name) =>
+          fn(
+            name,
+            bundles.segmentSearch,
+            segmentSearchConcurrency,
+            FUNCTION_DEFAULTS.segmentSearch,
+          ),
         ),
         fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4, FUNCTION_DEFAULTS.merge),
         fn(FUNCTIONS.gc, bundles.gc, 1, FUNCTION_DEFAULTS.gc),

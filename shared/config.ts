@@ -19,8 +19,12 @@ export interface S3Config {
 
 /** How the planner reaches the segment-search and merge functions on Lambda. */
 export interface LambdaConfig {
-  /** `LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION`: name or ARN; required where the planner invokes. */
-  readonly segmentSearchFunction?: string;
+  /**
+   * `LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION`: the segment-search function's name or ARN, or a
+   * comma-separated list of them (slots: group g's tasks go to slot g mod n, so each function's
+   * environments keep serving the same groups); required where the planner invokes.
+   */
+  readonly segmentSearchFunctions: readonly string[];
   /** `LANCE_FANOUT_MERGE_FUNCTION`: name or ARN; required where the planner invokes. */
   readonly mergeFunction?: string;
   /** `AWS_ENDPOINT_URL_LAMBDA` (or `AWS_ENDPOINT_URL`), e.g. the local Lambda endpoint. @default AWS */
@@ -157,7 +161,7 @@ export function loadConfig(env: Env = process.env): FanoutConfig {
     prepareDatasets: list(env.LANCE_FANOUT_PREPARE_DATASETS) ?? [],
     log: enumVar(env, "LANCE_FANOUT_LOG", ["on", "off"], "on") === "on",
     lambda: {
-      segmentSearchFunction: text(env.LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION),
+      segmentSearchFunctions: list(env.LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION) ?? [],
       mergeFunction: text(env.LANCE_FANOUT_MERGE_FUNCTION),
       endpoint: text(env.AWS_ENDPOINT_URL_LAMBDA) ?? text(env.AWS_ENDPOINT_URL),
       parallelism: intVar(env, "LANCE_FANOUT_PARALLELISM", 256),

@@ -24,6 +24,11 @@ export interface Invoker {
   /** Where tasks run, for the planner's cost model and payload limits. */
   readonly profile: ExecutionProfile;
   /**
+   * Pools of environments tasks are routed to: group g's tasks run in slot g mod `slots`, so a
+   * pool keeps serving the same groups and keeps their indexes hot. 1 in-process.
+   */
+  readonly slots: number;
+  /**
    * Runs one segment-search task. Failures reject with a FanoutError. `signal` aborts when the
    * query's deadline passes: no retry starts after it, and a remote invoke is let go.
    */
@@ -32,8 +37,8 @@ export interface Invoker {
   merge(input: MergeInput, signal?: AbortSignal): Promise<MergeOutput>;
   /** Builds and warms one view where tasks run (`fanout prepare`). */
   prepareView(task: ViewTask): Promise<PreparedView>;
-  /** Opens and loads a warm task's views in the environment the invoke reaches. */
-  warmViews(task: WarmTask): Promise<Warmed>;
+  /** Opens and loads a warm task's views in an environment of `slot` (default 0). */
+  warmViews(task: WarmTask, slot?: number): Promise<Warmed>;
 }
 
 /**
@@ -58,6 +63,7 @@ export function inProcessInvoker(runtime: Runtime): Invoker {
       maxPayloadBytes: Infinity,
       indexCache: { bytes: runtime.config.indexCacheBytes, perTask: false },
     },
+    slots: 1,
     searchSegments: (task) => searchSegments(task, runtime),
     prepareView: (task) => prepareView(task, runtime),
     warmViews: async (task) => {

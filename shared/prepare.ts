@@ -55,7 +55,7 @@ const TYPICAL_K = 10;
  * every vector index and the unindexed tail, with the deployment's `maxTasks` and coverage; each
  * is built or verified where tasks run (one segment-search invoke per view on Lambda). Then
  * `prepareEnvironments` concurrent invokes load the views of a typical query's plan into as
- * many environments: a task lands in whichever environment is free, and one that had to open
+ * many environments (with several slots, each slot's share of them loads its groups' views): a task lands in whichever environment is free, and one that had to open
  * its view itself would pay the cold read prepare exists to take off the query path. Every
  * width's views in every environment would hold the index once per width.
  * @example
@@ -95,9 +95,17 @@ export async function prepare(
     }),
   );
   const typical = typicalViews(manifest, location, runtime, invoker.profile).map(groupFieldsOf);
-  const copies = typical.length === 0 ? 0 : runtime.config.prepareEnvironments;
+  // Each slot serves the groups g with g mod slots = its number: it loads those views only.
+  const slots = Array.from({ length: invoker.slots }, (_, slot) =>
+    typical.filter((_, group) => group % invoker.slots === slot),
+  );
+  const copies = Math.ceil(runtime.config.prepareEnvironments / invoker.slots);
   const warmed = await Promise.all(
-    Array.from({ length: copies }, () => invoker.warmViews({ ...pinned, warm: typical })),
+    slots.flatMap((warm, slot) =>
+      warm.length === 0
+        ? []
+        : Array.from({ length: copies }, () => invoker.warmViews({ ...pinned, warm }, slot)),
+    ),
   );
   return {
     dataset: location.uri,

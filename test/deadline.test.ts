@@ -53,7 +53,7 @@ function invoker(maxTasks: number) {
   });
 }
 
-const task = { requestId: "r" } as unknown as SegmentTask;
+const task = { requestId: "r", group: 0 } as unknown as SegmentTask;
 
 function reset(next: typeof behaviour) {
   behaviour = next;

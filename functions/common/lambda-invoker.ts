@@ -19,8 +19,8 @@ import {
 import { readInvokeOutput } from "./invoke-output.js";
 
 export interface LambdaInvokerOptions {
-  /** Name or ARN of the segment-search function. */
-  readonly segmentSearchFunction: string;
+  /** Name or ARN of the segment-search function, or of one per slot (see {@link Invoker.slots}). */
+  readonly segmentSearchFunction: string | readonly string[];
   /** Name or ARN of the merge function. */
   readonly mergeFunction: string;
   /** @default a client of the configuration's endpoint (`AWS_ENDPOINT_URL_LAMBDA`) */
@@ -29,7 +29,7 @@ export interface LambdaInvokerOptions {
   readonly profile?: ExecutionProfile;
   /** Tasks one query may invoke at once (`LANCE_FANOUT_MAX_TASKS`): sizes the socket pool. */
   readonly maxTasks?: number;
-  /** Where the client sends its invokes when none is given. @default AWS */
+  /** Where the client sends its invokes when none is given. @default the configuration's */
   readonly endpoint?: string | undefined;
 }
 
@@ -49,8 +49,8 @@ export function lambdaProfile(lambda: LambdaConfig): ExecutionProfile {
 
 /** The invoker of the configured functions (`LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION`, `LANCE_FANOUT_MERGE_FUNCTION`). */
 export function lambdaInvokerOf(config: FanoutConfig): Invoker {
-  const required = (value: string | undefined, name: string) => {
-    if (!value) throw new TypeError(`Environment variable ${name} is required`);
+  const required = <T extends string | readonly string[]>(value: T | undefined, name: string) => {
+    if (!value?.length) throw new TypeError(`Environment variable ${name} is required`);
     return value;
   };
   const { lambda } = config;
@@ -59,7 +59,7 @@ export function lambdaInvokerOf(config: FanoutConfig): Invoker {
   const get = () =>
     (invoker ??= lambdaInvoker({
       segmentSearchFunction: required(
-        lambda.segmentSearchFunction,
+        lambda.segmentSearchFunctions,
         "LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION",
       ),
       mergeFunction: required(lambda.mergeFunction, "LANCE_FANOUT_MERGE_FUNCTION"),
@@ -69,10 +69,11 @@ export function lambdaInvokerOf(config: FanoutConfig): Invoker {
     }));
   return {
     profile: lambdaProfile(lambda),
+    slots: Math.max(1, lambda.segmentSearchFunctions.length),
     searchSegments: (task, signal) => get().searchSegments(task, signal),
     merge: (input, signal) => get().merge(input, signal),
     prepareView: (task) => get().prepareView(task),
-    warmViews: (task) => get().warmViews(task),
+    warmViews: (task, slot) => get().warmViews(task, slot),
   };
 }
 
@@ -122,7 +123,7 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
     options.client ??
     // Retries are ours (RETRY): the SDK's would wait seconds on a 429.
     new LambdaClient({
-      endpoint: options.endpoint,
+      endpoint: options.endpoint ?? loadConfig().lambda.endpoint,
       maxAttempts: 1,
       requestHandler: { httpAgent: sockets, httpsAgent: sockets },
     });
@@ -156,15 +157,14 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
     if (isErrorBody(body)) throw fromErrorBody(body);
     return body as T;
   };
+  const slots = [options.segmentSearchFunction].flat();
+  /** The function of slot `n` (a group's index, or a warm task's slot), wrapping around. */
+  const slot = (n: number) => slots[n % slots.length] as string;
   return {
     profile: options.profile ?? lambdaProfile(loadConfig().lambda),
+    slots: slots.length,
     searchSegments: async (task, signal) => {
-      const body = await invoke<unknown>(
-        options.segmentSearchFunction,
-        task,
-        "SEGMENT_SEARCH_FAILED",
-        signal,
-      );
+      const body = await invoke<unknown>(slot(task.group), task, "SEGMENT_SEARCH_FAILED", signal);
       // Candidates are checked at the boundary: a malformed answer must not reach the merge.
       const parsed = taskCandidatesSchema.safeParse(body);
       if (!parsed.success) {
@@ -176,13 +176,10 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
       return parsed.data;
     },
     merge: (input, signal) => invoke<MergeOutput>(options.mergeFunction, input, "INTERNAL", signal),
+    // A view's files are shared by every slot; building one loads nothing: any slot will do.
     prepareView: async (task) =>
-      preparedViewSchema.parse(
-        await invoke<unknown>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),
-      ),
-    warmViews: async (task) =>
-      warmedSchema.parse(
-        await invoke<unknown>(options.segmentSearchFunction, task, "SEGMENT_SEARCH_FAILED"),
-      ),
+      preparedViewSchema.parse(await invoke<unknown>(slot(0), task, "SEGMENT_SEARCH_FAILED")),
+    warmViews: async (task, n = 0) =>
+      warmedSchema.parse(await invoke<unknown>(slot(n), task, "SEGMENT_SEARCH_FAILED")),
   };
 }
