@@ -7,11 +7,12 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import type { S3Client } from "@aws-sdk/client-s3";
 import * as lancedb from "@lancedb/lancedb";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { type Dataset, makeDataset, queries } from "./support/fixtures.js";
+import { objectsUnder, s3Client } from "./support/s3.js";
 
 const MB = 1024 * 1024;
 
@@ -96,12 +97,7 @@ describe("lancedb shallow clones on S3", () => {
       db: { uri: "s3://data/db", storageOptions: s3.storageOptions() },
       rounds: [4000],
     });
-    client = new S3Client({
-      endpoint: s3.endpoint,
-      region: "us-east-1",
-      forcePathStyle: true,
-      credentials: s3.credentials,
-    });
+    client = s3Client(s3);
   });
 
   afterAll(async () => {
@@ -109,10 +105,7 @@ describe("lancedb shallow clones on S3", () => {
     await s3?.stop();
   });
 
-  async function keys(bucket: string, prefix: string): Promise<string[]> {
-    const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
-    return (out.Contents ?? []).map((o) => o.Key ?? "");
-  }
+  const keys = (bucket: string, prefix: string) => objectsUnder(client, bucket, prefix);
 
   test("a fresh clone is reopened without the connection's storage options (views catch it and open the clone)", async () => {
     const connection = await lancedb.connect("s3://data/fanout-views", {

@@ -5,13 +5,14 @@
 import { mkdtemp } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ListObjectsV2Command, S3Client } from "@aws-sdk/client-s3";
+import type { S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { loadConfig } from "../shared/config.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
 import { type Dataset, makeDataset, nativeSearch, queries } from "./support/fixtures.js";
+import { objectsUnder, s3Client } from "./support/s3.js";
 
 let s3: LocalS3;
 let ds: Dataset;
@@ -39,12 +40,7 @@ beforeAll(async () => {
   // lancedb re-opens a fresh clone without its storage options: keep that path on loopback too.
   Object.assign(process.env, { ...env, AWS_ENDPOINT_URL: s3.endpoint, AWS_ALLOW_HTTP: "true" });
   runtime = createRuntime(loadConfig({ ...process.env, ...env }));
-  client = new S3Client({
-    endpoint: s3.endpoint,
-    region: "us-east-1",
-    forcePathStyle: true,
-    credentials: s3.credentials,
-  });
+  client = s3Client(s3);
 });
 
 afterAll(async () => {
@@ -52,10 +48,7 @@ afterAll(async () => {
   await s3?.stop();
 });
 
-async function keys(bucket: string, prefix: string): Promise<string[]> {
-  const out = await client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix }));
-  return (out.Contents ?? []).map((o) => `${o.Key}:${o.ETag}`).sort();
-}
+const keys = (bucket: string, prefix: string) => objectsUnder(client, bucket, prefix);
 
 describe("a dataset on S3", () => {
   test("searches with views on the view prefix and matches native lancedb", async () => {
