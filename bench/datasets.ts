@@ -109,6 +109,25 @@ export const DATASETS: Record<string, DatasetSpec> = {
     seed: 21,
   },
   /**
+   * An index no single function's cache holds (issue #23): 1M x 128-d IVF_FLAT, 512 MB of index
+   * in 6 segments, against segment-search caches of 128 MB (bench/probes/big-index.ts).
+   */
+  "big-index": {
+    name: "big-index",
+    source: "synthetic",
+    rows: 1_000_000,
+    dimension: 128,
+    clusters: 16_384,
+    baseRows: 250_000,
+    deltas: 5,
+    partitions: 100,
+    index: "ivfFlat",
+    subVectors: 16,
+    search: { k: 10, nprobes: 8 },
+    queries: 1_000,
+    seed: 51,
+  },
+  /**
    * The base of a living dataset (bench/living.ts): one indexed fragment that commits then
    * change. ~3k rows per partition, so small appends become delta segments (see the top).
    */

@@ -16,7 +16,7 @@ import { bundleFunctions, type FunctionBundles } from "../local/bundle.js";
 import { type LocalLambda, startLocalLambda } from "../local/lambda.js";
 import { freePort } from "../local/net.js";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
-import { FUNCTIONS, localEnv } from "../local/stack.js";
+import { FUNCTIONS, localEnv, segmentSearchSlot } from "../local/stack.js";
 import { loadConfig, type PrewarmMode } from "../shared/config.js";
 import { createObjectStore, type ObjectStore } from "../shared/objects.js";
 import type { SearchRequest } from "../shared/request.js";
@@ -57,6 +57,10 @@ export interface BenchStackOptions {
   readonly freeze?: boolean;
   /** Sees every S3 request through the proxy (GET profiles). */
   readonly onRequest?: S3ProxyOptions["onRequest"];
+  /** Segment-search functions, `workers` workers each (local/stack.ts `segmentSearchSlots`). @default 1 */
+  readonly slots?: number;
+  /** Memory size of each segment-search worker, in MB. @default the deployed one */
+  readonly segmentSearchMemorySize?: number;
 }
 
 /** The local S3 behind the S3-like proxy, without functions: what in-process runs on S3 need. */
@@ -164,7 +168,8 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
     LANCE_FANOUT_LOG: process.env.LANCE_FANOUT_LOG ?? "off",
     LANCE_FANOUT_VIEW_CACHE_SIZE: "256",
     // Prepare loads a typical query's views into every segment-search worker, as the local stack.
-    LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(options.workers),
+    LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(options.workers * (options.slots ?? 1)),
+    LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION: slotNames(options.slots ?? 1).join(","),
     LANCE_FANOUT_PREWARM: options.prewarm,
     // A batch of 100 through the stack is tens of thousands of reads, which the single-threaded
     // local S3 serves one at a time: give it up to the workers' own timeout, less a margin.
@@ -175,7 +180,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   // tasks run one at a time, each loading a view's index in every worker: no query deadline.
   const planner = createRuntime(loadConfig({ ...env, LANCE_FANOUT_TIMEOUT_MS: "3600000" }));
   const bundles = await bundleFunctions();
-  const launched = () => launch(bundles, lambdaPort, env, options.workers, options.freeze ?? true);
+  const launched = () => launch(bundles, lambdaPort, env, options);
   let lambda = await launched();
   let retired: ProcessResources[] = [];
   const resources = () =>
@@ -208,14 +213,20 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   };
 }
 
-/** The functions with their deployed memory sizes (infra/function-defaults.ts). */
+function slotNames(slots: number): string[] {
+  return Array.from({ length: slots }, (_, n) => segmentSearchSlot(n));
+}
+
+/** The functions with their deployed memory sizes (functions/defaults.ts) unless told. */
 function launch(
   bundles: FunctionBundles,
   port: number,
   env: Record<string, string>,
-  workers: number,
-  freeze: boolean,
+  options: BenchStackOptions,
 ): Promise<LocalLambda> {
+  const { workers } = options;
+  const searchMemory =
+    options.segmentSearchMemorySize ?? FUNCTION_DEFAULTS.segmentSearch.memorySize;
   const fn = (name: string, module: string, concurrency: number, memorySize: number) => ({
     name,
     module,
@@ -227,14 +238,11 @@ function launch(
     port,
     workerEntry: bundles.worker,
     env,
-    freeze,
+    freeze: options.freeze ?? true,
     functions: [
       fn(FUNCTIONS.planner, bundles.planner, 8, FUNCTION_DEFAULTS.planner.memorySize),
-      fn(
-        FUNCTIONS.segmentSearch,
-        bundles.segmentSearch,
-        workers,
-        FUNCTION_DEFAULTS.segmentSearch.memorySize,
+      ...slotNames(options.slots ?? 1).map((name) =>
+        fn(name, bundles.segmentSearch, workers, searchMemory),
       ),
       fn(FUNCTIONS.merge, bundles.merge, 4, FUNCTION_DEFAULTS.merge.memorySize),
     ],

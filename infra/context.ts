@@ -42,7 +42,9 @@ export const CONTEXT_KEYS = {
   "segmentSearch.memoryMb": "segment-search memory (default 2048)",
   "segmentSearch.timeoutSeconds": "segment-search timeout (default: the planner's less 1 s)",
   "segmentSearch.reservedConcurrency":
-    "segment-search reserved concurrency (default planner's x (maxTasks + 1))",
+    "segment-search reserved concurrency (default planner's x (maxTasks + 1)), split over the slots",
+  segmentSearchSlots:
+    "segment-search functions; group g's tasks go to slot g mod n, keeping each slot's indexes hot (default 1)",
   "merge.memoryMb": "merge memory (default 1024)",
   "merge.timeoutSeconds": "merge timeout (default: the planner's less 1 s)",
   "merge.reservedConcurrency": "merge reserved concurrency (default: the planner's)",
@@ -104,6 +106,7 @@ export function settingsFromContext(
     runtime: runtime(optionalString(get, "runtime")),
     planner: functionSettings(get, "planner"),
     segmentSearch: functionSettings(get, "segmentSearch"),
+    segmentSearchSlots: optionalInt(get, "segmentSearchSlots"),
     merge: functionSettings(get, "merge"),
     gc: functionSettings(get, "gc"),
     maxTasks: optionalInt(get, "maxTasks"),

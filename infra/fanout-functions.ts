@@ -57,6 +57,13 @@ export interface FanoutFunctionsProps {
   readonly planner?: FunctionSettings;
   /** @default 2048 MB, the planner's timeout less 1 s (28 s) */
   readonly segmentSearch?: FunctionSettings;
+  /**
+   * Segment-search functions (slots), alike but for their environments: group g's tasks go to
+   * slot g mod n, so each slot's environments keep their groups' indexes hot (docs/architecture.md,
+   * "When to fan out"). They share one role and one log group, and split the reservation.
+   * @default 1
+   */
+  readonly segmentSearchSlots?: number;
   /** @default 1024 MB, the planner's timeout less 1 s (28 s) */
   readonly merge?: FunctionSettings;
   /** Lists and deletes views of every dataset bucket. @default 1024 MB, 5 min */
@@ -111,6 +118,21 @@ const DEFAULTS = {
   gc: sizeOf(FUNCTION_DEFAULTS.gc),
 } as const;
 
+/** A function's own role, without AWSLambdaBasicExecutionRole: it logs to `logGroup` only. */
+function logRole(scope: Construct, id: string, dir: string, logGroup: LogGroup): Role {
+  const role = new Role(scope, id, {
+    assumedBy: new ServicePrincipal("lambda.amazonaws.com"),
+    description: `lance-fanout ${dir}`,
+  });
+  role.addToPrincipalPolicy(
+    new PolicyStatement({
+      actions: ["logs:CreateLogStream", "logs:PutLogEvents"],
+      resources: [logGroup.logGroupArn],
+    }),
+  );
+  return role;
+}
+
 function sizeOf(defaults: { readonly memorySize: number; readonly timeoutSeconds: number }) {
   return { memorySize: defaults.memorySize, timeout: Duration.seconds(defaults.timeoutSeconds) };
 }
@@ -118,7 +140,10 @@ function sizeOf(defaults: { readonly memorySize: number; readonly timeoutSeconds
 /** The four lance-fanout functions. */
 export class FanoutFunctions extends Construct {
   readonly planner: NodejsFunction;
+  /** The first segment-search slot. */
   readonly segmentSearch: NodejsFunction;
+  /** Every segment-search slot, the first one first. */
+  readonly segmentSearchSlots: readonly NodejsFunction[];
   readonly merge: NodejsFunction;
   readonly gc: NodejsFunction;
   /** Log group of each function, by function. */
@@ -169,22 +194,30 @@ export class FanoutFunctions extends Construct {
     );
     const gcKeepVersions = positiveInt("gcKeepVersions", props.gcKeepVersions ?? 3, 1000);
     const gcGraceMinutes = graceMinutes(props.gcGrace ?? Duration.minutes(60));
+    const slots = positiveInt("segmentSearchSlots", props.segmentSearchSlots ?? 1, maxTasks);
     checkDeadlines(settings, queryTimeoutMs);
-    const reserved = reserveConcurrency({
-      concurrentQueries: props.concurrentQueries ?? DEFAULT_THROTTLE.burstLimit,
-      maxTasks,
-      accountConcurrency: props.accountConcurrency,
-      explicit: {
-        planner: settings.planner.reservedConcurrency,
-        segmentSearch: settings.segmentSearch.reservedConcurrency,
-        merge: settings.merge.reservedConcurrency,
-        gc: settings.gc.reservedConcurrency,
-      },
-    });
+    const reservations = (segmentSearch: number | undefined) =>
+      reserveConcurrency({
+        concurrentQueries: props.concurrentQueries ?? DEFAULT_THROTTLE.burstLimit,
+        maxTasks,
+        accountConcurrency: props.accountConcurrency,
+        explicit: {
+          planner: settings.planner.reservedConcurrency,
+          segmentSearch,
+          merge: settings.merge.reservedConcurrency,
+          gc: settings.gc.reservedConcurrency,
+        },
+      });
+    // The segment-search reservation, split over the slots (rounded up, and checked again).
+    const perSlot = Math.ceil(
+      reservations(settings.segmentSearch.reservedConcurrency).segmentSearch / slots,
+    );
+    const reserved = { ...reservations(perSlot * slots), segmentSearch: perSlot };
 
-    if (prepareEnvironments > reserved.segmentSearch) {
+    // Each slot gets its share of a prepare's warm invokes.
+    if (Math.ceil(prepareEnvironments / slots) > perSlot) {
       throw new TypeError(
-        `prepareEnvironments (${prepareEnvironments}) exceeds the segment-search reservation (${reserved.segmentSearch}): its warm invokes would be throttled`,
+        `prepareEnvironments (${prepareEnvironments}) exceeds the segment-search reservation (${perSlot * slots}): its warm invokes would be throttled`,
       );
     }
 
@@ -198,23 +231,22 @@ export class FanoutFunctions extends Construct {
       LANCEDB_LOG: "error",
       NODE_OPTIONS: "--enable-source-maps",
     };
-    const make = (key: keyof Reservations, name: string, dir: string, description: string) => {
+    const make = (
+      key: keyof Reservations,
+      name: string,
+      dir: string,
+      description: string,
+      shared?: { readonly role: Role; readonly logGroup: LogGroup },
+    ) => {
       const size = settings[key];
-      const logGroup = new LogGroup(this, `${name}Logs`, {
-        retention: logRetention,
-        removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
-      });
+      const logGroup =
+        shared?.logGroup ??
+        new LogGroup(this, `${name}Logs`, {
+          retention: logRetention,
+          removalPolicy: props.logRemovalPolicy ?? RemovalPolicy.DESTROY,
+        });
       // Own role without AWSLambdaBasicExecutionRole: logs go to this log group only.
-      const role = new Role(this, `${name}Role`, {
-        assumedBy: new ServicePrincipal("lambda.amazonaws.com"),
-        description: `lance-fanout ${dir}`,
-      });
-      role.addToPrincipalPolicy(
-        new PolicyStatement({
-          actions: ["logs:CreateLogStream", "logs:PutLogEvents"],
-          resources: [logGroup.logGroupArn],
-        }),
-      );
+      const role = shared?.role ?? logRole(this, `${name}Role`, dir, logGroup);
       const fn = new NodejsFunction(this, name, {
         description,
         entry: resolve(root, "functions", dir, "handler.ts"),
@@ -232,23 +264,38 @@ export class FanoutFunctions extends Construct {
         environment: { ...common },
         bundling: fanoutBundling(architecture),
       });
-      props.access.grantRead(fn);
+      if (!shared) props.access.grantRead(fn);
       if (runtime.name !== Runtime.NODEJS_24_X.name) {
         Validations.of(fn).acknowledge({
           id: "AwsSolutions-L1",
           reason: `${runtime.name} was chosen explicitly (runtime); Lambda still creates and runs it, and nodejs24.x, the newest, is the default`,
         });
       }
-      return { fn, logGroup };
+      return { fn, logGroup, role };
     };
 
+    const searchDescription = "lance-fanout: one k-nearest search over one group of index segments";
     const segmentSearch = make(
       "segmentSearch",
       "SegmentSearch",
       "segment-search",
-      "lance-fanout: one k-nearest search over one group of index segments",
+      searchDescription,
     );
     props.access.grantViews(segmentSearch.fn);
+    const searchSlots = [
+      segmentSearch.fn,
+      ...Array.from(
+        { length: slots - 1 },
+        (_, i) =>
+          make(
+            "segmentSearch",
+            `SegmentSearch${i + 2}`,
+            "segment-search",
+            searchDescription,
+            segmentSearch,
+          ).fn,
+      ),
+    ];
     const merge = make("merge", "Merge", "merge", "lance-fanout: global top-k and select columns");
     const planner = make(
       "planner",
@@ -258,7 +305,7 @@ export class FanoutFunctions extends Construct {
     );
     planner.fn.addEnvironment(
       "LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION",
-      segmentSearch.fn.functionName,
+      searchSlots.map((fn) => fn.functionName).join(","),
     );
     planner.fn.addEnvironment("LANCE_FANOUT_MERGE_FUNCTION", merge.fn.functionName);
     planner.fn.addEnvironment("LANCE_FANOUT_MAX_TASKS", String(maxTasks));
@@ -274,7 +321,7 @@ export class FanoutFunctions extends Construct {
     planner.fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["lambda:InvokeFunction"],
-        resources: [segmentSearch.fn.functionArn, merge.fn.functionArn],
+        resources: [...searchSlots.map((fn) => fn.functionArn), merge.fn.functionArn],
       }),
     );
 
@@ -287,6 +334,7 @@ export class FanoutFunctions extends Construct {
 
     this.planner = planner.fn;
     this.segmentSearch = segmentSearch.fn;
+    this.segmentSearchSlots = searchSlots;
     this.merge = merge.fn;
     this.gc = gc.fn;
     this.logGroups = {

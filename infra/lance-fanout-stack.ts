@@ -95,6 +95,7 @@ export class LanceFanoutStack extends Stack {
       runtime: props.runtime,
       planner: props.planner,
       segmentSearch: props.segmentSearch,
+      segmentSearchSlots: props.segmentSearchSlots,
       merge: props.merge,
       maxTasks: props.maxTasks,
       concurrentQueries: throttle.burstLimit,

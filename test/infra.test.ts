@@ -294,6 +294,41 @@ describe("functions", () => {
     expect(props(stack.functions.gc)).toMatchObject({ MemorySize: 1024, Timeout: 300 });
   });
 
+  test("segment-search slots: one function per slot, the planner lists them all and may invoke each; they share a role, a log group and the reservation", () => {
+    const { stack, template } = synth({ segmentSearchSlots: 3 });
+    const slots = stack.functions.segmentSearchSlots;
+    expect(slots).toHaveLength(3);
+    expect(slots[0]).toBe(stack.functions.segmentSearch);
+    const resource = (fn: NodejsFunction) =>
+      template.toJSON().Resources[logicalId(stack, fn)].Properties;
+    const variables = resource(stack.functions.planner).Environment.Variables;
+    expect(variables.LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION).toEqual({
+      "Fn::Join": [
+        "",
+        slots.flatMap((fn, i) => [...(i ? [","] : []), { Ref: logicalId(stack, fn) }]),
+      ],
+    });
+    // 680 derived at the defaults, split over three slots.
+    for (const fn of slots) {
+      expect(resource(fn)).toMatchObject({
+        MemorySize: 2048,
+        ReservedConcurrentExecutions: 227,
+        Role: resource(slots[0] as NodejsFunction).Role,
+        LoggingConfig: resource(slots[0] as NodejsFunction).LoggingConfig,
+      });
+    }
+    const invoke =
+      template.findResources("AWS::IAM::Policy")[
+        Object.keys(template.findResources("AWS::IAM::Policy")).find((id) =>
+          JSON.stringify(template.findResources("AWS::IAM::Policy")[id]).includes(
+            "lambda:InvokeFunction",
+          ),
+        ) ?? ""
+      ];
+    for (const fn of slots) expect(JSON.stringify(invoke)).toContain(logicalId(stack, fn));
+    expect(() => synth({ segmentSearchSlots: 17 })).toThrow(/segmentSearchSlots/);
+  });
+
   test("memory, timeout, reserved concurrency, maxTasks and deadline come from props", () => {
     const { stack, template } = synth({
       segmentSearch: { memorySize: 3008, timeout: Duration.seconds(45), reservedConcurrency: 66 },
