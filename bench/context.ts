@@ -68,8 +68,9 @@ export interface BenchOptions {
  * `cold`: the stack behind injected S3 latency, cold then warm (`--cold` samples); `reads` and
  * `stack-reads`: S3 requests per query, in this process or through the stack (s3-reads.ts);
  * `living` and `stack-living`: a dataset that commits while queries run (living.ts);
- * `fallback` and `stack-fallback`: what unindexed rows cost (fallback-cost.ts); those four only
- * when asked for.
+ * `fallback` and `stack-fallback`: what unindexed rows cost (fallback-cost.ts); `big-index`: an
+ * index several function caches large, against native with one function's cache (big-index.ts);
+ * those five only when asked for.
  */
 export const BENCH_PATHS = [
   "in-process",
@@ -79,6 +80,7 @@ export const BENCH_PATHS = [
   "stack-reads",
   ...LIVING_PATHS,
   ...(Object.keys(FALLBACK_PATHS) as FallbackPath[]),
+  "big-index",
 ] as const;
 export type BenchPath = (typeof BENCH_PATHS)[number];
 export const DEFAULT_PATHS: readonly BenchPath[] = [

@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { loadConfig } from "../shared/config.js";
 import { BENCH_DIR } from "./datasets.js";
 import { fitTasks, project, type TaskFit, type TaskPoint } from "./model.js";
+import { bigIndexGoals, bigIndexSection } from "./report-big-index.js";
 import { fmt, type Goal, type Rec, svgFrame } from "./report-format.js";
 import { fallbackSection, livingGoals, livingSection } from "./report-living.js";
 import { round } from "./stats.js";
@@ -51,6 +52,7 @@ const CELL_TYPES = new Set([
   "s3-reads",
   "living-commit",
   "fallback-cost",
+  "big-index",
 ]);
 
 /** The cell a record belongs to; a living run's cell also tells whether it prepared. */
@@ -61,6 +63,7 @@ function cellOf(r: Rec): string {
     return `${r.dataset}|living|${r.path}|${r.prepare}`;
   }
   if (r.type === "fallback-cost") return `${r.dataset}|fallback|${r.path}`;
+  if (r.type === "big-index") return `${r.dataset}|big-index|${r.latencyMs}`;
   return `${r.dataset}|${r.path}|${r.batch}`;
 }
 
@@ -424,7 +427,7 @@ export async function writeReport(
   const runs = all.filter((r) => r.type === "run");
   const plotDir = join(BENCH_DIR, "plots");
   await mkdir(plotDir, { recursive: true });
-  const goalRows = [...goals(ms), ...livingGoals(all)];
+  const goalRows = [...goals(ms), ...bigIndexGoals(all), ...livingGoals(all)];
   const md: string[] = [
     "# Benchmark: native Lance vs one task vs segment fan-out vs query fan-out",
     "",
@@ -599,7 +602,7 @@ export async function writeReport(
 
   const living = livingSection(all);
   for (const plot of living.plots) await writeFile(join(plotDir, plot.file), plot.svg);
-  md.push(...living.lines, ...fallbackSection(all));
+  md.push(...bigIndexSection(all), ...living.lines, ...fallbackSection(all));
   const profiles = all.filter((r) => r.type === "task-profile");
   const points = profiles.flatMap((p) => p.points as TaskPoint[]);
   if (points.length) {

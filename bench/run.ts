@@ -20,6 +20,7 @@ import { plan, tasksOf } from "../shared/planner.js";
 import { parseSearchRequest, type SearchRequest } from "../shared/request.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { searchSegments } from "../shared/segment-search.js";
+import { measureBigIndex } from "./big-index.js";
 import {
   BENCH_PATHS,
   type BenchOptions,
@@ -125,6 +126,7 @@ export async function runBench(
     for (const path of Object.keys(FALLBACK_PATHS) as FallbackPath[]) {
       if (options.paths.includes(path)) await measureFallback(ctx, path);
     }
+    if (options.paths.includes("big-index")) await measureBigIndex(ctx);
   }
   await emit({ type: "end", finishedAt: new Date().toISOString(), loadAverage: loadavg() });
   if (options.report) await writeReport(options.out, log);
