@@ -456,6 +456,7 @@ export async function writeReport(
     "npm run bench -- --dataset living --paths living,stack-living --workers 4 --commits 200   # commits while queries run",
     "npm run bench -- --dataset living --paths living --prepare off   # the same, views built by the first query",
     "npm run bench -- --dataset living --paths fallback,stack-fallback --workers 4   # cost of unindexed rows",
+    "npm run bench -- --dataset big-index --paths big-index --queries 60   # an index no single function holds (~10 min)",
     "npm run bench -- --calibrate                    # fit shared/calibration.json from the results",
     "npm run bench -- --report-only                  # regenerate this file from bench/results",
     "tsx bench/build-datasets.ts fashion-mnist synth-1m synth-many   # build / reuse bench/cache",
