@@ -193,7 +193,6 @@ function timingInvoker(runtime: Runtime, sink: { tasks: Phases[]; merge: number 
   const inner = inProcessInvoker(runtime);
   return {
     profile: inner.profile,
-    slots: inner.slots,
     async searchSegments(task) {
       const t0 = performance.now();
       await runtime.views.open(viewSpecOf(task, runtime.resolveDataset(task.dataset)));

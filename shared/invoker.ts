@@ -24,11 +24,6 @@ export interface Invoker {
   /** Where tasks run, for the planner's cost model and payload limits. */
   readonly profile: ExecutionProfile;
   /**
-   * Pools of environments tasks are routed to: group g's tasks run in slot g mod `slots`, so a
-   * pool keeps serving the same groups and keeps their indexes hot. 1 in-process.
-   */
-  readonly slots: number;
-  /**
    * Runs one segment-search task. Failures reject with a FanoutError. `signal` aborts when the
    * query's deadline passes: no retry starts after it, and a remote invoke is let go.
    */
@@ -61,9 +56,9 @@ export function inProcessInvoker(runtime: Runtime): Invoker {
       parallelism: availableParallelism(),
       invokeMs: 0,
       maxPayloadBytes: Infinity,
-      indexCache: { bytes: runtime.config.indexCacheBytes, perTask: false },
+      indexCacheBytes: runtime.config.indexCacheBytes,
+      slots: 1,
     },
-    slots: 1,
     searchSegments: (task) => searchSegments(task, runtime),
     prepareView: (task) => prepareView(task, runtime),
     warmViews: async (task) => {

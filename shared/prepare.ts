@@ -96,10 +96,11 @@ export async function prepare(
   );
   const typical = typicalViews(manifest, location, runtime, invoker.profile).map(groupFieldsOf);
   // Each slot serves the groups g with g mod slots = its number: it loads those views only.
-  const slots = Array.from({ length: invoker.slots }, (_, slot) =>
-    typical.filter((_, group) => group % invoker.slots === slot),
+  const { slots: n } = invoker.profile;
+  const slots = Array.from({ length: n }, (_, slot) =>
+    typical.filter((_, group) => group % n === slot),
   );
-  const copies = Math.ceil(runtime.config.prepareEnvironments / invoker.slots);
+  const copies = Math.ceil(runtime.config.prepareEnvironments / n);
   const warmed = await Promise.all(
     slots.flatMap((warm, slot) =>
       warm.length === 0

@@ -16,11 +16,14 @@ export interface ExecutionProfile {
   readonly invokeMs: number;
   /** Largest task or merge payload, in bytes. */
   readonly maxPayloadBytes: number;
+  /** Bytes of lancedb's index cache of one environment where tasks run. */
+  readonly indexCacheBytes: number;
   /**
-   * lancedb's index cache where tasks run: `perTask` when each task has an environment (and a
-   * cache) of its own, as on Lambda; otherwise every task shares this process's one cache.
+   * Pools of environments tasks are routed to: group g's tasks run in slot g mod `slots`, so
+   * each environment of a slot comes to hold the views of that slot's groups. 1 in one process
+   * (every task shares its cache) and for one segment-search function.
    */
-  readonly indexCache: { readonly bytes: number; readonly perTask: boolean };
+  readonly slots: number;
 }
 
 export interface CostModel {
@@ -137,16 +140,16 @@ function estimate(
 ): number {
   const scale = input.dimension / model.referenceDimension;
   const chunk = Math.max(...chunks.map(([a, b]) => b - a));
-  const missed = missedShare(groups, input.profile.indexCache);
+  const missed = missedShare(groups, input.profile);
   const slowestTask = Math.max(
     model.taskFixedMs,
     ...groups.map(
-      (g) =>
+      (g, i) =>
         model.taskFixedMs +
         chunk *
           (g.segments.length * model.perQuerySegmentMs +
             (g.rows / 1000) * model.perQueryThousandRowsMs * scale +
-            g.segments.length * input.nprobes * missed(g) * model.storageRoundTripMs),
+            g.segments.length * input.nprobes * missed(i) * model.storageRoundTripMs),
     ),
   );
   const tasks = groups.length * chunks.length;
@@ -157,18 +160,25 @@ function estimate(
 
 /**
  * The share of a group's index its task reads from storage on every query: what does not fit
- * the index cache it runs with. On Lambda each group's environment holds that group alone, so
- * G groups hold G caches' worth of index hot; in one process every group shares one cache, and
- * fanning out changes nothing. Unknown sizes count as fitting.
+ * the cache of an environment of its slot, which holds every group of that slot. With a slot
+ * per group, G groups hold G caches' worth of the index hot; with one slot (one process, or one
+ * segment-search function) every environment holds every group, and fanning out holds no more.
+ * Unknown sizes count as fitting.
  */
 function missedShare(
   groups: readonly Group[],
-  cache: ExecutionProfile["indexCache"],
-): (group: Group) => number {
-  const share = (bytes: number) => (bytes > cache.bytes ? 1 - cache.bytes / bytes : 0);
-  if (cache.perTask) return (group) => share(group.indexBytes ?? 0);
-  const total = share(groups.reduce((sum, g) => sum + (g.indexBytes ?? 0), 0));
-  return () => total;
+  profile: Pick<ExecutionProfile, "indexCacheBytes" | "slots">,
+): (group: number) => number {
+  const slots = Math.max(1, profile.slots);
+  const held = new Array<number>(slots).fill(0);
+  groups.forEach((g, i) => {
+    held[i % slots] = (held[i % slots] ?? 0) + (g.indexBytes ?? 0);
+  });
+  const cache = profile.indexCacheBytes;
+  return (group) => {
+    const bytes = held[group % slots] ?? 0;
+    return bytes > cache ? 1 - cache / bytes : 0;
+  };
 }
 
 /** `count` contiguous ranges covering `[0, total)`, as equal as possible. */

@@ -38,7 +38,8 @@ describe("splitWork", () => {
     parallelism: 256,
     invokeMs: 15,
     maxPayloadBytes: 6 * 1024 * 1024,
-    indexCache: { bytes: 1024 * MB, perTask: true },
+    indexCacheBytes: 1024 * MB,
+    slots: 16,
   };
   const base = {
     units: segments.length,
@@ -111,9 +112,11 @@ describe("splitWork", () => {
       strategy: "auto" as const,
       group: (g: number) => groupSegments(big, g),
     };
+    /** A cache of `bytes` per environment; `perTask`: a slot per group, else one slot for all. */
     const cache = (bytes: number, perTask: boolean) => ({
       ...lambda,
-      indexCache: { bytes, perTask },
+      indexCacheBytes: bytes,
+      slots: perTask ? 16 : 1,
     });
 
     test("auto fans out when one function's cache holds a fraction of the index, as far as the groups fit", () => {
@@ -141,6 +144,14 @@ describe("splitWork", () => {
       });
       expect(shared.groups.length).toBeLessThanOrEqual(2);
       expect(bounded.groups.length).toBeGreaterThanOrEqual(4);
+    });
+
+    test("one slot holds every group in each environment: eight groups there read what one reads", () => {
+      const eight = { ...one, strategy: "segments" as const, maxTasks: 8 };
+      const slotted = splitWork({ ...eight, profile: cache(400 * MB, true) });
+      const oneSlot = splitWork({ ...eight, profile: cache(400 * MB, false) });
+      expect(slotted.groups.length).toBe(8);
+      expect(oneSlot.estimatedMs).toBeGreaterThan(2 * slotted.estimatedMs);
     });
 
     test("sizes the manifest does not record count as fitting", () => {
@@ -204,7 +215,8 @@ describe("strategies on a real dataset", () => {
         parallelism: 256,
         invokeMs: 15,
         maxPayloadBytes: 6 * 1024 * 1024,
-        indexCache: { bytes: cacheBytes, perTask: true },
+        indexCacheBytes: cacheBytes,
+        slots: 256,
       },
     });
     const request = {

@@ -19,7 +19,7 @@ import {
 import { readInvokeOutput } from "./invoke-output.js";
 
 export interface LambdaInvokerOptions {
-  /** Name or ARN of the segment-search function, or of one per slot (see {@link Invoker.slots}). */
+  /** Name or ARN of the segment-search function, or of one per slot (see `ExecutionProfile.slots`). */
   readonly segmentSearchFunction: string | readonly string[];
   /** Name or ARN of the merge function. */
   readonly mergeFunction: string;
@@ -42,8 +42,9 @@ export function lambdaProfile(lambda: LambdaConfig): ExecutionProfile {
     parallelism: lambda.parallelism,
     invokeMs: lambda.invokeMs,
     maxPayloadBytes: MAX_PAYLOAD_BYTES,
-    // Each task runs in a segment-search environment of its own, with its own index cache.
-    indexCache: { bytes: lambda.taskIndexCacheBytes, perTask: true },
+    // Each task runs in a segment-search environment of its own slot, with its own index cache.
+    indexCacheBytes: lambda.taskIndexCacheBytes,
+    slots: Math.max(1, lambda.segmentSearchFunctions.length),
   };
 }
 
@@ -69,7 +70,6 @@ export function lambdaInvokerOf(config: FanoutConfig): Invoker {
     }));
   return {
     profile: lambdaProfile(lambda),
-    slots: Math.max(1, lambda.segmentSearchFunctions.length),
     searchSegments: (task, signal) => get().searchSegments(task, signal),
     merge: (input, signal) => get().merge(input, signal),
     prepareView: (task) => get().prepareView(task),
@@ -161,8 +161,7 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
   /** The function of slot `n` (a group's index, or a warm task's slot), wrapping around. */
   const slot = (n: number) => slots[n % slots.length] as string;
   return {
-    profile: options.profile ?? lambdaProfile(loadConfig().lambda),
-    slots: slots.length,
+    profile: options.profile ?? { ...lambdaProfile(loadConfig().lambda), slots: slots.length },
     searchSegments: async (task, signal) => {
       const body = await invoke<unknown>(slot(task.group), task, "SEGMENT_SEARCH_FAILED", signal);
       // Candidates are checked at the boundary: a malformed answer must not reach the merge.
