@@ -239,14 +239,19 @@ export function tasksOf(
   requestId: string,
 ): SegmentTask[] {
   const { pinned, index, refine, limits } = searchPlan;
+  // The same views for every chunk.
+  const groups = searchPlan.groups.map((group) => ({
+    group,
+    view: groupFieldsOf(viewSpecOfGroup(pinned, index.name, group)),
+  }));
   return searchPlan.chunks.flatMap(([start, end], chunk) => {
     const queries = encodeVectors(request.queries.slice(start, end));
-    return searchPlan.groups.map((group, i) => ({
+    return groups.map(({ group, view }, i) => ({
       requestId,
       dataset: pinned.dataset.uri,
       version: pinned.version,
       schema: pinned.schema,
-      ...groupFieldsOf(viewSpecOfGroup(pinned, index.name, group)),
+      ...view,
       column: index.column,
       metric: index.metric,
       kind: group.kind,

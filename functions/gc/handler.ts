@@ -5,16 +5,14 @@
  */
 import { z } from "zod";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
-import { gc } from "../../shared/gc.js";
+import { gc, gcOptionsSchema } from "../../shared/gc.js";
 import { defaultRuntime } from "../../shared/runtime.js";
 import { isScheduled } from "../common/events.js";
 import { logEvent } from "../common/log.js";
 
+/** A direct invoke chooses the dataset and a dry run; what gc keeps is the deployment's. */
 const gcEventSchema = z.strictObject({
-  gc: z.strictObject({
-    dataset: z.string().min(1).max(2048).optional(),
-    dryRun: z.boolean().optional(),
-  }),
+  gc: gcOptionsSchema.pick({ dataset: true, dryRun: true }),
 });
 
 export async function handler(event: unknown) {
