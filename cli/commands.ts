@@ -34,6 +34,7 @@ import { type RequestOptions, toRequest } from "./request-options.js";
  */
 export function useLocalStack(env: NodeJS.ProcessEnv = process.env): void {
   const isSet = (name: string) => Boolean(env[name]?.trim());
+  const ports = loadConfig(env).localStack;
   const {
     LANCE_FANOUT_ALLOWED_DATASETS: _,
     AWS_ENDPOINT_URL_S3,
@@ -41,10 +42,7 @@ export function useLocalStack(env: NodeJS.ProcessEnv = process.env): void {
     AWS_ACCESS_KEY_ID,
     AWS_SECRET_ACCESS_KEY,
     ...rest
-  } = localEnv(
-    `http://127.0.0.1:${loadConfig(env).localStack.s3}`,
-    `http://127.0.0.1:${loadConfig(env).localStack.lambda}`,
-  );
+  } = localEnv(`http://127.0.0.1:${ports.s3}`, `http://127.0.0.1:${ports.lambda}`);
   const defaults = {
     ...rest,
     // lancedb re-opens clones without their storage options, reading this variable only.
