@@ -7,7 +7,7 @@
 import type { Schema } from "apache-arrow";
 import { ARROW_STREAM, resultsToIpc } from "../../shared/arrow.js";
 import { FanoutError, toFanoutError } from "../../shared/errors.js";
-import { MAX_PAYLOAD_BYTES, withinPayloadLimit as withinLimit } from "../../shared/payload.js";
+import { MAX_PAYLOAD_BYTES, withinPayloadLimit } from "../../shared/payload.js";
 import type { SearchResponse } from "../../shared/search.js";
 import { preferredMediaType } from "./accept.js";
 
@@ -68,9 +68,9 @@ export const HTTP_MAX_TIMEOUT_MS = 28_000;
  * `result`, if its JSON (what Lambda sends back) fits a synchronous invocation's 6 MB response.
  * @throws FanoutError `PAYLOAD_TOO_LARGE` naming the size, instead of Lambda's own error.
  */
-export function withinPayloadLimit<T>(result: T, what = "the answer"): T {
+export function withinResponseLimit<T>(result: T, what = "the answer"): T {
   const hint = "; ask for fewer rows (k, queries) or columns, or search through the library";
-  return withinLimit(result, what, MAX_PAYLOAD_BYTES, hint);
+  return withinPayloadLimit(result, what, MAX_PAYLOAD_BYTES, hint);
 }
 
 export function jsonResponse(

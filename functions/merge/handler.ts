@@ -6,13 +6,13 @@ import { runMerge } from "../../shared/merge.js";
 import { defaultRuntime } from "../../shared/runtime.js";
 import { mergeInputSchema } from "../../shared/tasks.js";
 import { answer } from "../common/answer.js";
-import { withinPayloadLimit } from "../common/http.js";
+import { withinResponseLimit } from "../common/http.js";
 
 export function handler(event: unknown) {
   return answer(
     "merge",
     mergeInputSchema.safeParse(event),
-    async (input) => withinPayloadLimit(await runMerge(input, defaultRuntime()), "a merge's rows"),
+    async (input) => withinResponseLimit(await runMerge(input, defaultRuntime()), "a merge's rows"),
     (output) => ({ rows: output.results.length }),
   );
 }

@@ -21,7 +21,7 @@ import {
   NEGOTIATED,
   parseHttpBody,
   wantsArrow,
-  withinPayloadLimit,
+  withinResponseLimit,
 } from "../common/http.js";
 import { lambdaInvokerOf } from "../common/lambda-invoker.js";
 import { logEvent } from "../common/log.js";
@@ -94,17 +94,17 @@ export async function handler(event: unknown, context?: { awsRequestId?: string 
       const request = parseHttpBody(event);
       const response = await search(request, requestId);
       if (!wantsArrow(event) || !("results" in response)) {
-        return withinPayloadLimit(jsonResponse(200, response, NEGOTIATED));
+        return withinResponseLimit(jsonResponse(200, response, NEGOTIATED));
       }
       const { dataset, select = [] } = request as SearchRequest;
       const schema = await selectSchema(dataset, response.version, select);
-      return withinPayloadLimit(arrowResponse(response, select, schema), "the Arrow answer");
+      return withinResponseLimit(arrowResponse(response, select, schema), "the Arrow answer");
     } catch (err) {
       return errorResponse(err);
     }
   }
   try {
-    return withinPayloadLimit(await search(event, requestId));
+    return withinResponseLimit(await search(event, requestId));
   } catch (err) {
     return toFanoutError(err).toBody();
   }
