@@ -13,6 +13,24 @@ export interface Goal {
   verdict: string;
 }
 
+/** The commit a report is of: that of the newest run without uncommitted changes. */
+export function reportCommit(runs: readonly Rec[]): string | undefined {
+  const clean = runs.filter((r) => !(r.sources as { dirty?: boolean }).dirty);
+  const newestRun = [...clean].sort((a, b) => b.runId.localeCompare(a.runId))[0];
+  return newestRun ? String((newestRun.sources as { commit?: string }).commit) : undefined;
+}
+
+/** Whether run `runId` is of the report's commit, clean: only such runs judge goals. */
+export function isCurrent(
+  runs: readonly Rec[],
+  commit: string | undefined,
+  runId: string,
+): boolean {
+  const run = runs.find((r) => r.runId === runId);
+  const src = (run?.sources ?? {}) as { commit?: string; dirty?: boolean };
+  return commit !== undefined && src.commit === commit && !src.dirty;
+}
+
 export const fmt = (v: number | null | undefined, d = 2) =>
   v === undefined || v === null || Number.isNaN(v) ? "–" : v.toFixed(d);
 

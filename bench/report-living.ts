@@ -277,7 +277,10 @@ export interface Plot {
 }
 
 /** The section's markdown and the plots it links to. */
-export function livingSection(all: readonly Rec[]): { lines: string[]; plots: Plot[] } {
+export function livingSection(
+  all: readonly Rec[],
+  marker: (runId: string) => string = () => "",
+): { lines: string[]; plots: Plot[] } {
   const runs = runsOf(all);
   if (runs.length === 0) return { lines: [], plots: [] };
   const md = [
@@ -308,7 +311,11 @@ export function livingSection(all: readonly Rec[]): { lines: string[]; plots: Pl
   const plots: Plot[] = [];
   for (const run of runs) {
     const runPlots = overTimePlots(run);
-    md.push(...runSection(run), ...runPlots.map((p) => `![${p.file}](plots/${p.file})`), "");
+    md.push(
+      ...runSection(run, marker(run.runId)),
+      ...runPlots.map((p) => `![${p.file}](plots/${p.file})`),
+      "",
+    );
     plots.push(...runPlots);
   }
   return { lines: md, plots };
@@ -382,7 +389,7 @@ function lineChart(title: string, yLabel: string, series: readonly Series[]): st
   return parts.join("\n");
 }
 
-function runSection(run: LivingRun): string[] {
+function runSection(run: LivingRun, marker: string): string[] {
   const { commits } = run;
   const first = commits[0];
   const last = commits.at(-1);
@@ -393,7 +400,7 @@ function runSection(run: LivingRun): string[] {
     last && first ? (last.atS - first.atS) / Math.max(1, commits.length - 1) : Number.NaN;
   const errors = commits.flatMap((c) => c.errors);
   const md = [
-    `### ${label(run)}`,
+    `### ${label(run)}${marker}`,
     "",
     `Run \`${run.runId}\`: ${commits.length} commits, T = ${fmt(Number(options.intervalMs) / 1000, 1)} s (a commit started every ${fmt(span, 1)} s on average), ` +
       `cycle ${(options.cycle as string[] | undefined)?.join(", ")}${Number(options.reindexEvery) > 0 ? ` with a reindex every ${options.reindexEvery} commits` : ""}, ${options.appendRows} rows per append, ${options.deleteRows} per delete, ` +
@@ -516,11 +523,14 @@ interface FallbackCost extends Rec {
   agreement: number;
 }
 
-export function fallbackSection(all: readonly Rec[]): string[] {
+export function fallbackSection(
+  all: readonly Rec[],
+  marker: (runId: string) => string = () => "",
+): string[] {
   const records = all.filter((r): r is FallbackCost => r.type === "fallback-cost");
   if (records.length === 0) return [];
   const md = [
-    "## What coverage `fallback` costs",
+    `## What coverage \`fallback\` costs${[...new Set(records.map((r) => marker(r.runId)))].join("")}`,
     "",
     "`--paths fallback,stack-fallback` (bench/fallback-cost.ts): warm queries on a version with N",
     "unindexed rows (coverage `fallback`, the default: they are searched exactly, one flat task beside",

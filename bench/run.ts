@@ -133,6 +133,29 @@ export async function runBench(
   return { file, records };
 }
 
+/**
+ * `--all`: every cell of the report, each part its own run of one commit, then the report; ~100
+ * minutes on this machine (2 cores). The parts, in order: big-index (~15 min), the static matrix
+ * of the three datasets on every default path with batches of 1 and 100 (~55 min), the living
+ * dataset prepared and not (~20 min), the cost of unindexed rows (~5 min).
+ */
+export function allRuns(base: BenchOptions): BenchOptions[] {
+  const living = (prepare: boolean, commits: number) => ({ ...base.living, prepare, commits });
+  const parts: Partial<BenchOptions>[] = [
+    { datasets: ["big-index"], paths: ["big-index"], batches: [1] },
+    {
+      datasets: ["fashion-mnist", "synth-1m", "synth-many"],
+      paths: [...DEFAULT_PATHS],
+      stackBatchRepeats: 3,
+      cold: 3,
+    },
+    { datasets: ["living"], paths: [...LIVING_PATHS], workers: 4, living: living(true, 100) },
+    { datasets: ["living"], paths: [...LIVING_PATHS], workers: 4, living: living(false, 50) },
+    { datasets: ["living"], paths: Object.keys(FALLBACK_PATHS) as FallbackPath[], workers: 4 },
+  ];
+  return parts.map((part) => ({ ...base, ...part, report: false }));
+}
+
 /** G = 1, 2, 4, ... and the number of segments itself. */
 export function defaultWidths(segments: number): number[] {
   const out: number[] = [];
@@ -154,11 +177,20 @@ function benchRuntime(): Runtime {
   );
 }
 
+/**
+ * Batches run segment fan-out up to this width: wider plans of a batch were 2-5x slower than
+ * one task in every run (bench/README.md), and one sample of one takes up to a minute.
+ */
+const BATCH_MAX_WIDTH = 8;
+/** Warm-up samples of a batch: one batch already touches what a hundred single queries do. */
+const BATCH_WARMUP = 1;
+
 function modesFor(ctx: DatasetContext, batch: number): Mode[] {
   const out: Mode[] = [];
+  const widths = batch === 1 ? ctx.widths : ctx.widths.filter((g) => g <= BATCH_MAX_WIDTH);
   for (const name of ctx.options.modes) {
     if (name === "native" || name === "single") out.push({ name, width: 1 });
-    if (name === "segments") for (const g of ctx.widths) out.push({ name, width: g });
+    if (name === "segments") for (const g of widths) out.push({ name, width: g });
     if (name === "queries" && batch > 1) {
       for (const c of ctx.options.queryWidths) if (c <= batch) out.push({ name, width: c });
     }
@@ -204,6 +236,7 @@ async function measureWorkloads(
   for (const batch of options.batches) {
     const modes = modesFor(ctx, batch);
     const samples = batch === 1 ? options.queries : options.batchRepeats;
+    const warmup = batch === 1 ? options.warmup : Math.min(options.warmup, BATCH_WARMUP);
     const series = new Map<string, Series>(
       modes.map((m) => [
         modeId(m),
@@ -232,13 +265,13 @@ async function measureWorkloads(
     if (target.warmUp) {
       for (const mode of modes) await target.warmUp(mode, sampleQueries(ctx.queries, batch, 0));
     }
-    for (let s = 0; s < options.warmup + samples; s++) {
+    for (let s = 0; s < warmup + samples; s++) {
       const queries = sampleQueries(ctx.queries, batch, s);
       for (const mode of shuffled(modes, next)) {
         const entry = series.get(modeId(mode)) as Series;
         try {
           const [ms, answer] = await timed(target, mode, queries);
-          if (s < options.warmup) continue;
+          if (s < warmup) continue;
           entry.durations.push(ms);
           entry.answers.push(...answer.ids);
           entry.truth.push(...truthFor(ctx, batch, s));
@@ -693,7 +726,13 @@ export function cli(argv: string[] = process.argv): Command {
         "fit task-cost constants from bench/results into shared/calibration.json",
       ),
     )
-    .addOption(new Option("--report-only", "regenerate bench/README.md from bench/results"));
+    .addOption(new Option("--report-only", "regenerate bench/README.md from bench/results"))
+    .addOption(
+      new Option(
+        "--all",
+        "every part of the report, one run each, then the report (~100 min; other options are the parts' defaults)",
+      ),
+    );
   program.parse(argv);
   return program;
 }
@@ -794,6 +833,17 @@ async function main(): Promise<void> {
     console.log(
       "mode auto: skipped, the product has no `strategy` yet (bench/modes.ts PRODUCT_HAS_STRATEGY)",
     );
+  }
+  if (o.all) {
+    const started = performance.now();
+    for (const part of allRuns(options)) {
+      const { file } = await runBench(part);
+      console.log(
+        `results: ${file} (${((performance.now() - started) / 60_000).toFixed(1)} min so far)`,
+      );
+    }
+    await writeReport(options.out);
+    process.exit(0);
   }
   const { file, records } = await runBench(options);
   const counts = records.reduce<Record<string, number>>((acc, r) => {

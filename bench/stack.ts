@@ -152,6 +152,7 @@ export interface BenchStack extends BenchS3 {
    * every worker holds every view of that plan (prewarmed when the workers prewarm eagerly).
    */
   warmEveryWorker(request: Record<string, unknown>): Promise<void>;
+  /** Every worker's peak RSS and CPU so far (every function and slot, retired workers too). */
   resources(): ProcessResources[];
   /** Pids of a function's live workers (memory over time: /proc/<pid>/status). */
   workerPids(name: string): number[];
@@ -183,8 +184,9 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
   const launched = () => launch(bundles, lambdaPort, env, options);
   let lambda = await launched();
   let retired: ProcessResources[] = [];
+  const names = functionNames(options.slots ?? 1);
   const resources = () =>
-    Object.values(FUNCTIONS).flatMap((name) =>
+    names.flatMap((name) =>
       lambda.workerPids(name).flatMap((pid) => procResources(name, pid) ?? []),
     );
   return {
@@ -201,7 +203,7 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
       await lambda.stop();
       if (prewarm) env = { ...env, LANCE_FANOUT_PREWARM: prewarm };
       lambda = await launched();
-      await prewarmProcesses(lambdaEndpoint, options.workers);
+      await prewarmProcesses(lambdaEndpoint, options.workers, options.slots);
     },
     warmEveryWorker: (request) => warmEveryWorker(planner, env, options.workers, request),
     resources: () => [...retired, ...resources()],
@@ -215,6 +217,11 @@ export async function startBenchStack(options: BenchStackOptions): Promise<Bench
 
 function slotNames(slots: number): string[] {
   return Array.from({ length: slots }, (_, n) => segmentSearchSlot(n));
+}
+
+/** Every function the bench stack runs: the planner, each segment-search slot, the merge. */
+function functionNames(slots: number): string[] {
+  return [FUNCTIONS.planner, ...slotNames(slots), FUNCTIONS.merge];
 }
 
 /** The functions with their deployed memory sizes (functions/defaults.ts) unless told. */
@@ -254,14 +261,18 @@ function launch(
  * payloads that each function rejects before touching any dataset: a cold run then measures
  * empty caches, not process creation (Lambda's init phase, reported apart).
  */
-export async function prewarmProcesses(endpoint: string, workers: number): Promise<number> {
+export async function prewarmProcesses(
+  endpoint: string,
+  workers: number,
+  slots = 1,
+): Promise<number> {
   const client = loopbackLambdaClient(endpoint);
   const started = performance.now();
   const poke = (name: string) =>
     client.send(new InvokeCommand({ FunctionName: name, Payload: "{}" })).catch(() => undefined);
   await Promise.all([
     poke(FUNCTIONS.planner),
-    ...Array.from({ length: workers }, () => poke(FUNCTIONS.segmentSearch)),
+    ...slotNames(slots).flatMap((name) => Array.from({ length: workers }, () => poke(name))),
     poke(FUNCTIONS.merge),
   ]);
   client.destroy();

@@ -1,0 +1,103 @@
+/**
+ * The benchmark report's judgement, on records written here: goals come from the report's
+ * commit only, and the big-index section's cost and contention figures follow from the records.
+ */
+import { describe, expect, it } from "vitest";
+import { bigIndexGoals, bigIndexSection } from "../bench/report-big-index.js";
+import { isCurrent, type Rec, reportCommit } from "../bench/report-format.js";
+
+const run = (runId: string, commit: string, dirty = false): Rec => ({
+  type: "run",
+  runId,
+  sources: { commit, dirty },
+});
+
+describe("the report's commit", () => {
+  const runs = [
+    run("2026-12-04T10", "aaa"),
+    run("2026-12-04T12", "bbb"),
+    run("2026-12-04T13", "ccc", true),
+  ];
+
+  it("is the newest clean run's, and only its runs are current", () => {
+    const commit = reportCommit(runs);
+    expect(commit).toBe("bbb");
+    expect(isCurrent(runs, commit, "2026-12-04T12")).toBe(true);
+    expect(isCurrent(runs, commit, "2026-12-04T10")).toBe(false);
+    expect(isCurrent(runs, commit, "2026-12-04T13")).toBe(false);
+    expect(isCurrent(runs, commit, "unknown-run")).toBe(false);
+  });
+
+  it("is none when every run had uncommitted changes", () => {
+    expect(reportCommit([run("2026-12-04T13", "ccc", true)])).toBeUndefined();
+  });
+});
+
+describe("big-index goals", () => {
+  const base = {
+    type: "big-index",
+    runId: "r",
+    dataset: "big-index",
+    latencyMs: 20,
+    cacheMb: 128,
+    functionMb: 512,
+    queries: 100,
+    p99: 0,
+    recall: 1,
+  };
+  const cpu = { planner: 10, segmentSearch: 60, busiestSlot: 12, merge: 2, harness: 20 };
+  const records: Rec[] = [
+    {
+      ...base,
+      path: "native",
+      mode: "native, one function's cache",
+      tasks: 1,
+      p50: 300,
+      getsPerQuery: 70,
+    },
+    { ...base, path: "native", mode: "native, unbounded cache", tasks: 1, p50: 5, getsPerQuery: 0 },
+    {
+      ...base,
+      path: "stack",
+      mode: "G=1",
+      tasks: 1,
+      p50: 310,
+      getsPerQuery: 70,
+      cpuMsPerQuery: cpu,
+    },
+    { ...base, path: "stack", mode: "G=8", tasks: 6, p50: 30, getsPerQuery: 1, cpuMsPerQuery: cpu },
+    {
+      ...base,
+      path: "stack",
+      mode: "auto",
+      tasks: 6,
+      p50: 36,
+      getsPerQuery: 1,
+      cpuMsPerQuery: cpu,
+    },
+    {
+      type: "resources",
+      runId: "r",
+      dataset: "big-index",
+      path: "big-index+s3-20ms",
+      processes: [{ role: "lance-fanout-segment-search-3", peakRssMiB: 600 }],
+    },
+  ];
+
+  it("judges the stack's fastest fixed mode against bounded native, auto against it, and worker memory", () => {
+    const goals = bigIndexGoals(records);
+    const verdict = (part: string) => goals.find((g) => g.goal.includes(part))?.verdict;
+    expect(verdict("0.35x")).toBe("met"); // 30 / 300 = 0.10
+    expect(verdict("GETs")).toBe("met"); // 1 of 70
+    expect(verdict("auto within 1.1x")).toBe("missed: 1.20x"); // 36 / 30
+    expect(verdict("peak RSS")).toBe("missed: 600 MiB");
+  });
+
+  it("puts the contention of two shared cores at CPU / 2 - the critical path", () => {
+    const text = bigIndexSection(records).join("\n");
+    // (10 + 60 + 2 + 20) / 2 - (10 + 12 + 2) = 22 ms of G=8's 30: 8 ms without it, 1.6x unbounded.
+    expect(text).toContain(
+      "| G=8 | 6 | 30.0 | 10.0 / 60.0 / 12.0 / 2.0 / 20.0 | 24.0 | 22.0 (73%) | 8.0 | 1.6x |",
+    );
+  });
+});
