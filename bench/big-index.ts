@@ -50,7 +50,7 @@ type Width = (typeof WIDTHS)[number] | "auto";
 type Search = (query: number[]) => Promise<{ ids: string[]; tasks: number }>;
 
 /** CPU milliseconds per timed query: each function's workers, the busiest slot, this process. */
-interface CpuPerQuery {
+export interface CpuPerQuery {
   readonly planner: number;
   readonly segmentSearch: number;
   readonly busiestSlot: number;

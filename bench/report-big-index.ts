@@ -4,22 +4,15 @@
  * shared by every worker, and S3 Vectors' query price for the same vectors.
  * @module
  */
+import type { CpuPerQuery } from "./big-index.js";
 import { fmt, type Goal, type Rec } from "./report-format.js";
-
-interface CpuPerQuery {
-  readonly planner: number;
-  readonly segmentSearch: number;
-  readonly busiestSlot: number;
-  readonly merge: number;
-  readonly harness: number;
-}
 
 interface BigIndexRecord extends Rec {
   readonly dataset: string;
   readonly latencyMs: number;
   readonly cacheMb: number;
   readonly functionMb: number;
-  /** `native`, `stack` or `in-process` (runs before December 4 21:00 UTC: absent, the stack). */
+  /** `native`, `stack` or `in-process`; absent in runs before commit e374491 (native or the stack). */
   readonly path?: string;
   readonly mode: string;
   readonly tasks: number;
