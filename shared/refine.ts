@@ -8,6 +8,7 @@
 import { randomUUID } from "node:crypto";
 import nodeModule from "node:module";
 import * as lancedb from "@lancedb/lancedb";
+import pLimit from "p-limit";
 import type { QueryCandidates } from "./codec.js";
 import { FanoutError } from "./errors.js";
 import type { Table } from "./lance/connect.js";
@@ -33,6 +34,13 @@ export interface RefineInput {
 
 let scratch: Promise<lancedb.Connection> | undefined;
 
+/**
+ * Flat searches of one refine at once. Each scans the batch's whole candidate table (its
+ * prefilter selects one query's rows): a hundred at once took 1.5 GB on a batch of 100 at
+ * 784-d and had the merge killed over its memory (test/refine.test.ts); four keep every core busy.
+ */
+const SEARCHES_AT_ONCE = 4;
+
 /** Exact distances of every candidate, per query, sorted by (distance, row id). */
 export async function rescore(input: RefineInput): Promise<QueryCandidates[]> {
   const pairs = input.candidates.flatMap((hits, q) => hits.map((h) => ({ q, rowId: h.rowId })));
@@ -44,28 +52,31 @@ export async function rescore(input: RefineInput): Promise<QueryCandidates[]> {
   const db = await scratch;
   const name = `refine_${randomUUID().replaceAll("-", "")}`;
   const table = await db.createTable(name, pairsTable(pairs, vectors));
+  const limit = pLimit(SEARCHES_AT_ONCE);
   try {
     return await Promise.all(
-      input.queries.map(async (query, q) => {
-        const count = input.candidates[q]?.length ?? 0;
-        if (count === 0) return emptyCandidates();
-        const rows = await table
-          .vectorSearch(query)
-          .column("vector")
-          .distanceType(input.metric)
-          .bypassVectorIndex()
-          .where(`qid = ${q}`)
-          .limit(count)
-          .select(["rid", "_distance"])
-          .toArray();
-        const hits = rows
-          .map((r) => ({ queryId: q, rowId: BigInt(r.rid), distance: Number(r._distance) }))
-          .sort(compareHits);
-        return {
-          rowIds: BigUint64Array.from(hits, (h) => h.rowId),
-          distances: Float32Array.from(hits, (h) => h.distance),
-        };
-      }),
+      input.queries.map((query, q) =>
+        limit(async () => {
+          const count = input.candidates[q]?.length ?? 0;
+          if (count === 0) return emptyCandidates();
+          const rows = await table
+            .vectorSearch(query)
+            .column("vector")
+            .distanceType(input.metric)
+            .bypassVectorIndex()
+            .where(`qid = ${q}`)
+            .limit(count)
+            .select(["rid", "_distance"])
+            .toArray();
+          const hits = rows
+            .map((r) => ({ queryId: q, rowId: BigInt(r.rid), distance: Number(r._distance) }))
+            .sort(compareHits);
+          return {
+            rowIds: BigUint64Array.from(hits, (h) => h.rowId),
+            distances: Float32Array.from(hits, (h) => h.distance),
+          };
+        }),
+      ),
     );
   } finally {
     table.close();
