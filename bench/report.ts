@@ -205,7 +205,12 @@ function summary(goalRows: readonly Goal[], ms: readonly Measurement[]): string[
     "",
   ];
   if (missed.length > 0) {
-    lines.push("Missed:", "", ...missed.map((g) => `- ${g.goal}: ${g.verdict.slice(8)}`), "");
+    lines.push(
+      "Missed:",
+      "",
+      ...missed.map((g) => `- ${g.goal}: ${g.verdict.replace(/^missed:? */, "")}`),
+      "",
+    );
   }
   lines.push(
     "Warm single queries, in-process (p50, ms; the best product mode of each dataset):",
@@ -769,15 +774,17 @@ export async function calibrate(resultsDir: string): Promise<void> {
   console.log(
     `shared/grouping.ts: export const SEGMENT_COST = { perRow: 1, perSegment: ${all128.perSegmentRows} } as const;`,
   );
-  // shared/calibration.json (shared/strategy.ts CostModel): fixed ms per task, then per query.
+  // shared/calibration.json (shared/strategy.ts CostModel): fixed ms per task, then per query;
+  // the hand-set constants (storage round trip, the merge's refine) stay as they are.
+  const file = fileURLToPath(new URL("../shared/calibration.json", import.meta.url));
   const calibration = {
+    ...(JSON.parse(await readFile(file, "utf8")) as Record<string, unknown>),
     source: `npm run bench -- --calibrate, runs ${[...new Set(profiles.map((p) => p.runId))].join(", ")}`,
     taskFixedMs: round(Math.max(0, all128.a), 3),
     perQuerySegmentMs: round(Math.max(0, all128.perSegmentMs), 4),
     perQueryThousandRowsMs: round(Math.max(0, all128.perRowMs * 1000), 5),
     referenceDimension: 128,
   };
-  const file = fileURLToPath(new URL("../shared/calibration.json", import.meta.url));
   await writeFile(file, `${JSON.stringify(calibration, null, 2)}\n`);
   console.log(`wrote ${file}: ${JSON.stringify(calibration, null, 2)}`);
 }

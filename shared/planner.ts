@@ -157,6 +157,7 @@ export function splitPlan(
     strategy: request.strategy ?? "auto",
     // `select` columns or a flat group beside the index groups: the merge function runs anyway.
     mergeInvoked: (request.select?.length ?? 0) > 0 || units.flat.length > 0,
+    refines: request.refineFactor !== undefined || units.flat.length > 0,
     profile,
   });
   return { units, split };

@@ -33,6 +33,10 @@ export interface CostModel {
   readonly referenceDimension: number;
   /** One storage read's first-byte latency (S3's typical p50): what an uncached partition costs. */
   readonly storageRoundTripMs: number;
+  /** The merge's refine of a fanned-out search: its fixed cost (scratch table, one take)... */
+  readonly refineFixedMs: number;
+  /** ...and its cost per query, at the reference dimension. */
+  readonly refinePerQueryMs: number;
 }
 
 export const COST_MODEL: CostModel = calibration;
@@ -64,6 +68,11 @@ export interface SplitInput {
    * otherwise one group's merge runs in the planner and saves that invoke.
    */
   readonly mergeInvoked: boolean;
+  /**
+   * The search refines (a refine factor, or a flat group beside the index): one index group
+   * does it in its task, several leave it to the merge, once for the global top candidates.
+   */
+  readonly refines: boolean;
   readonly profile: ExecutionProfile;
   readonly model?: CostModel;
 }
@@ -130,7 +139,8 @@ const DISPATCH_MS = 0.2;
 
 /**
  * Latency: the task invoke, waves of parallel tasks (each as slow as its slowest task), then the
- * merge invoke, which one group does not pay unless `mergeInvoked` (the planner merges it).
+ * merge invoke, which one group does not pay unless `mergeInvoked` (the planner merges it), and
+ * the merge's refine when several groups leave it there (a read from storage and a re-score).
  */
 function estimate(
   groups: readonly Group[],
@@ -155,7 +165,13 @@ function estimate(
   const tasks = groups.length * chunks.length;
   const waves = Math.ceil(tasks / Math.max(1, input.profile.parallelism));
   const invokes = groups.length > 1 || input.mergeInvoked ? 2 : 1;
-  return invokes * input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask;
+  const refine =
+    input.refines && groups.length > 1
+      ? model.refineFixedMs +
+        model.storageRoundTripMs +
+        input.queries * model.refinePerQueryMs * scale
+      : 0;
+  return invokes * input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask + refine;
 }
 
 /**

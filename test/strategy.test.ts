@@ -8,7 +8,7 @@ import { groupSegments } from "../shared/grouping.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
-import { chunkRanges, splitWork } from "../shared/strategy.js";
+import { COST_MODEL, chunkRanges, splitWork } from "../shared/strategy.js";
 import {
   type Dataset,
   DIMENSION,
@@ -50,6 +50,7 @@ describe("splitWork", () => {
     nprobes: 20,
     maxTasks: 16,
     mergeInvoked: false,
+    refines: false,
     profile: lambda,
   };
 
@@ -90,6 +91,21 @@ describe("splitWork", () => {
     expect(withSelect - splitWork(single).estimatedMs).toBeCloseTo(lambda.invokeMs);
     const fanned = splitWork({ ...segmentsSplit, mergeInvoked: true }).estimatedMs;
     expect(fanned - splitWork(segmentsSplit).estimatedMs).toBeCloseTo(0);
+  });
+
+  test("a refining search pays the merge's refine only when several groups leave it there", () => {
+    const one = { ...base, queries: 1, profile: { ...lambda, parallelism: 2, invokeMs: 0 } };
+    const refined = { ...one, refines: true };
+    const cost = COST_MODEL.refineFixedMs + COST_MODEL.storageRoundTripMs;
+    const at = (input: typeof one, strategy: "single" | "segments") =>
+      splitWork({ ...input, strategy }).estimatedMs;
+    expect(at(refined, "single")).toBeCloseTo(at(one, "single"));
+    expect(at(refined, "segments") - at(one, "segments")).toBeCloseTo(
+      cost + COST_MODEL.refinePerQueryMs * (base.dimension / COST_MODEL.referenceDimension),
+    );
+    // Two shared cores gain a few ms from two groups, less than the refine they move.
+    const auto = splitWork({ ...refined, strategy: "auto" });
+    expect(auto.groups.length).toBe(1);
   });
 
   test("payload limits split the queries into more chunks than asked", () => {
