@@ -3,40 +3,30 @@
  * tasks go to function g mod 2, so each function's workers keep serving the same groups (and
  * their indexes stay hot there); prepare loads each function's groups into its own workers.
  */
-import { mkdtemp } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { InvokeCommand, type LambdaClient } from "@aws-sdk/client-lambda";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { FUNCTIONS, type Stack, segmentSearchSlot, startStack } from "../local/stack.js";
+import { FUNCTIONS, type Stack, segmentSearchSlot } from "../local/stack.js";
 import type { SearchResponse } from "../shared/search.js";
-import { type Dataset, makeDataset, nativeSearch, queries } from "./support/fixtures.js";
+import { type Dataset, nativeSearch, queries } from "./support/fixtures.js";
+import { type StackWithDataset, stackWithDataset } from "./support/stack.js";
 
 let stack: Stack;
 let ds: Dataset;
 let lambda: LambdaClient;
 const SLOTS = [segmentSearchSlot(0), segmentSearchSlot(1)];
 
+let started: StackWithDataset | undefined;
+
 beforeAll(async () => {
-  stack = await startStack({
-    dataDir: await mkdtemp(join(tmpdir(), "fanout-slots-")),
-    apiPort: 0,
-    s3Port: 0,
-    lambdaPort: 0,
+  started = await stackWithDataset("slots", {
     segmentSearchSlots: 2,
     concurrency: { segmentSearch: 2 },
   });
-  Object.assign(process.env, stack.env);
-  ds = await makeDataset({
-    db: { uri: `s3://${stack.bucket}/db`, storageOptions: stack.s3.storageOptions() },
-    rounds: [4000, 1500, 6000],
-  });
-  lambda = new LambdaClient({ endpoint: stack.lambda.endpoint, maxAttempts: 1 });
+  ({ stack, ds, lambda } = started);
 });
 
 afterAll(async () => {
-  lambda?.destroy();
-  await stack?.stop();
+  await started?.stop();
 });
 
 async function invokePlanner<T>(payload: unknown): Promise<T> {

@@ -6,13 +6,13 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
+import { InvokeCommand, type LambdaClient } from "@aws-sdk/client-lambda";
 import { tableFromIPC } from "apache-arrow";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { isAlive } from "../local/loopback.js";
-import { FUNCTIONS, type Stack, startStack } from "../local/stack.js";
+import { FUNCTIONS, type Stack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
 import { ERROR_STATUS } from "../shared/errors.js";
 import { createRuntime } from "../shared/runtime.js";
@@ -20,30 +20,22 @@ import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import { badRequests } from "./support/bad-requests.js";
 import { type Dataset, makeDataset, queries } from "./support/fixtures.js";
 import { expectValid } from "./support/openapi.js";
+import { type StackWithDataset, stackWithDataset } from "./support/stack.js";
 
 let stack: Stack;
 let ds: Dataset;
 let lambda: LambdaClient;
 const [q0 = [], q1 = []] = queries(2, 11);
 
+let started: StackWithDataset | undefined;
+
 beforeAll(async () => {
-  stack = await startStack({
-    dataDir: await mkdtemp(join(tmpdir(), "fanout-stack-")),
-    apiPort: 0,
-    s3Port: 0,
-    lambdaPort: 0,
-  });
-  Object.assign(process.env, stack.env);
-  ds = await makeDataset({
-    db: { uri: `s3://${stack.bucket}/db`, storageOptions: stack.s3.storageOptions() },
-    rounds: [4000, 1500, 6000],
-  });
-  lambda = new LambdaClient({ endpoint: stack.lambda.endpoint, maxAttempts: 1 });
+  started = await stackWithDataset("stack");
+  ({ stack, ds, lambda } = started);
 });
 
 afterAll(async () => {
-  lambda?.destroy();
-  await stack?.stop();
+  await started?.stop();
 });
 
 async function httpSearch(
