@@ -37,7 +37,8 @@ let scratch: Promise<lancedb.Connection> | undefined;
 /**
  * Flat searches of one refine at once. Each scans the batch's whole candidate table (its
  * prefilter selects one query's rows): a hundred at once took 1.5 GB on a batch of 100 at
- * 784-d and had the merge killed over its memory (test/refine.test.ts); four keep every core busy.
+ * 784-d and had the merge killed over its memory (test/refine.test.ts); four took +136 MiB
+ * there (their latency against other bounds is not measured).
  */
 const SEARCHES_AT_ONCE = 4;
 
