@@ -8,7 +8,9 @@
  * with one function's cache (one environment holds every group: fanning out holds no more of
  * the index, only overlaps the tasks' reads).
  * Cold: the first query of fresh processes (or a fresh lancedb session). Warm: every query once,
- * then every query timed, with the S3 requests, bytes and CPU time of each function counted.
+ * then every query timed, with the S3 requests, bytes and CPU time of each function counted;
+ * through the stack in two passes over the modes, forward over half the queries and reversed
+ * over the other half, pooled, so that no mode is always measured last.
  *   npm run bench -- --dataset big-index --paths big-index
  * @module
  */
@@ -48,6 +50,18 @@ const MB = 1024 * 1024;
 
 type Width = (typeof WIDTHS)[number] | "auto";
 type Search = (query: number[]) => Promise<{ ids: string[]; tasks: number }>;
+
+/** One timed block of queries and what it cost. */
+interface Sample {
+  readonly tasks: number;
+  readonly ms: readonly number[];
+  readonly answers: readonly string[][];
+  readonly truth: readonly string[][];
+  readonly gets: number;
+  readonly bytes: number;
+  /** CPU milliseconds of each role during the block. */
+  readonly cpu: ReadonlyMap<string, number>;
+}
 
 /** CPU milliseconds per timed query: each function's workers, the busiest slot, this process. */
 export interface CpuPerQuery {
@@ -97,7 +111,7 @@ async function atLatency(ctx: DatasetContext, latencyMs: number): Promise<void> 
     });
   };
   /** Every query once (warm-up), then every query timed, with what the timed ones cost. */
-  const measure = async (search: Search, queries = ctx.queries) => {
+  const sample = async (search: Search, queries = ctx.queries, truth = ctx.truth) => {
     for (const q of queries) await search(q);
     const before = meter();
     const ms: number[] = [];
@@ -111,17 +125,12 @@ async function atLatency(ctx: DatasetContext, latencyMs: number): Promise<void> 
       tasks = answer.tasks;
     }
     const after = meter();
-    return {
-      tasks,
-      queries: queries.length,
-      p50: round(percentile(ms, 0.5), 1),
-      p99: round(percentile(ms, 0.99), 1),
-      getsPerQuery: round((after.gets - before.gets) / queries.length, 1),
-      kbPerQuery: round((after.bytes - before.bytes) / 1024 / queries.length, 1),
-      cpuMsPerQuery: cpuPerQuery(before.cpu, after.cpu, queries.length),
-      recall: round(recallAtK(answers, ctx.truth.slice(0, queries.length)), 3),
-    };
+    const cpu = new Map([...after.cpu].map(([role, t]) => [role, t - (before.cpu.get(role) ?? 0)]));
+    const [gets, bytes] = [after.gets - before.gets, after.bytes - before.bytes];
+    return { tasks, ms, answers, truth: truth.slice(0, queries.length), gets, bytes, cpu };
   };
+  const measure = async (search: Search, queries?: number[][]) =>
+    figuresOf([await sample(search, queries)]);
   /** The first query of each of {@link COLD_SAMPLES} fresh starts (`fresh` before each). */
   const cold = async (fresh: () => Promise<Search>) => {
     const ms: number[] = [];
@@ -144,15 +153,36 @@ async function atLatency(ctx: DatasetContext, latencyMs: number): Promise<void> 
         return { ids: response.results.map((r) => r._rowid), tasks: response.plan.tasks };
       };
     };
-    for (const width of [...WIDTHS, "auto"] as const) {
-      // Cold means one first query: a prewarm started by it would only compete for the local S3.
-      const coldFigures = await cold(async () => {
-        await stack.freshWorkers("off");
-        return viaStack(width);
-      });
-      await stack.freshWorkers("background");
-      await invokePlanner(client, { prepare: { dataset: uri, version: info.version } });
-      await emit("stack", modeOf(width), { ...coldFigures, ...(await measure(viaStack(width))) });
+    const modes = [...WIDTHS, "auto"] as const;
+    const half = Math.ceil(ctx.queries.length / 2);
+    const passes = [
+      { order: modes, queries: ctx.queries.slice(0, half), truth: ctx.truth.slice(0, half) },
+      {
+        order: [...modes].reverse(),
+        queries: ctx.queries.slice(half),
+        truth: ctx.truth.slice(half),
+      },
+    ];
+    const coldFigures = new Map<Width, Record<string, unknown>>();
+    const samples = new Map<Width, Sample[]>(modes.map((width) => [width, []]));
+    for (const [p, pass] of passes.entries()) {
+      for (const width of pass.order) {
+        // Cold means one first query: a prewarm started by it would only compete for the local S3.
+        if (p === 0) {
+          const figures = await cold(async () => {
+            await stack.freshWorkers("off");
+            return viaStack(width);
+          });
+          coldFigures.set(width, figures);
+        }
+        await stack.freshWorkers("background");
+        await invokePlanner(client, { prepare: { dataset: uri, version: info.version } });
+        samples.get(width)?.push(await sample(viaStack(width), pass.queries, pass.truth));
+      }
+    }
+    for (const width of modes) {
+      const pooled = figuresOf(samples.get(width) ?? []);
+      await emit("stack", modeOf(width), { ...coldFigures.get(width), ...pooled });
     }
     client.destroy();
     await measureInProcess(ctx, stack, uri, { measure, emit });
@@ -258,6 +288,34 @@ function requestFor(ctx: DatasetContext, uri: string, width: Width) {
 
 const modeOf = (width: Width) => (width === "auto" ? "auto" : `G=${width}`);
 
+/** The figures of one mode, its blocks pooled (each block's p50 beside them when there are several). */
+function figuresOf(samples: readonly Sample[]) {
+  const ms = samples.flatMap((s) => s.ms);
+  const n = ms.length;
+  const sum = (f: (s: Sample) => number) => samples.reduce((a, s) => a + f(s), 0);
+  const cpu = new Map<string, number>();
+  for (const s of samples) for (const [role, t] of s.cpu) cpu.set(role, (cpu.get(role) ?? 0) + t);
+  return {
+    tasks: samples.at(-1)?.tasks ?? 0,
+    queries: n,
+    p50: round(percentile(ms, 0.5), 1),
+    p99: round(percentile(ms, 0.99), 1),
+    ...(samples.length > 1
+      ? { blockP50s: samples.map((s) => round(percentile(s.ms, 0.5), 1)) }
+      : {}),
+    getsPerQuery: round(sum((s) => s.gets) / n, 1),
+    kbPerQuery: round(sum((s) => s.bytes) / 1024 / n, 1),
+    cpuMsPerQuery: cpuPerQuery(cpu, n),
+    recall: round(
+      recallAtK(
+        samples.flatMap((s) => s.answers),
+        samples.flatMap((s) => s.truth),
+      ),
+      3,
+    ),
+  };
+}
+
 /** CPU milliseconds so far of each role (function name, or `harness`), retired workers included. */
 function cpuByRole(stack: BenchStack): Map<string, number> {
   const out = new Map<string, number>();
@@ -267,15 +325,12 @@ function cpuByRole(stack: BenchStack): Map<string, number> {
   return out;
 }
 
-function cpuPerQuery(
-  before: ReadonlyMap<string, number>,
-  after: ReadonlyMap<string, number>,
-  queries: number,
-): CpuPerQuery {
-  const delta = (role: string) => ((after.get(role) ?? 0) - (before.get(role) ?? 0)) / queries;
-  const slots = [...after.keys()].filter((role) => role.includes("segment-search")).map(delta);
-  const planner = [...after.keys()].find((role) => role.endsWith("planner")) ?? "";
-  const merge = [...after.keys()].find((role) => role.endsWith("merge")) ?? "";
+/** Per query, from each role's CPU milliseconds over `queries` timed queries. */
+function cpuPerQuery(cpu: ReadonlyMap<string, number>, queries: number): CpuPerQuery {
+  const delta = (role: string) => (cpu.get(role) ?? 0) / queries;
+  const slots = [...cpu.keys()].filter((role) => role.includes("segment-search")).map(delta);
+  const planner = [...cpu.keys()].find((role) => role.endsWith("planner")) ?? "";
+  const merge = [...cpu.keys()].find((role) => role.endsWith("merge")) ?? "";
   return {
     planner: round(delta(planner), 1),
     segmentSearch: round(

@@ -19,6 +19,8 @@ interface BigIndexRecord extends Rec {
   readonly queries: number;
   readonly p50: number;
   readonly p99: number;
+  /** Through the stack: each pass's p50 (in order, then reversed); absent in earlier runs. */
+  readonly blockP50s?: readonly number[];
   readonly coldMs?: number;
   readonly getsPerQuery: number;
   readonly kbPerQuery?: number;
@@ -211,6 +213,14 @@ function latencyTables(all: readonly Rec[], latency: number, rows: BigIndexRecor
   const stack = on(rows, "stack").filter((r) => r.cpuMsPerQuery);
   const rss = largestWorker(all, latency);
   lines.push("");
+  const blocks = on(rows, "stack").filter((r) => r.blockP50s);
+  if (blocks.length > 0) {
+    const each = blocks.map((r) => `${r.mode} ${r.blockP50s?.map((p) => fmt(p, 1)).join(" / ")}`);
+    lines.push(
+      `Through the stack, the modes ran in two passes, in order and reversed, over half the queries each (p50 of each pass, ms): ${each.join("; ")}.`,
+      "",
+    );
+  }
   if (rss !== undefined) {
     lines.push(
       `Largest segment-search worker: peak RSS ${rss} MiB (memory size ${rows[0]?.functionMb} MB).`,

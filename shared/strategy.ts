@@ -35,8 +35,16 @@ export interface CostModel {
   readonly storageRoundTripMs: number;
   /** The merge's refine of a fanned-out search: its fixed cost (scratch table, one take)... */
   readonly refineFixedMs: number;
-  /** ...and its cost per query, at the reference dimension. */
+  /** ...its cost per query of reading the candidates' rows... */
   readonly refinePerQueryMs: number;
+  /** ...and of re-scoring them, at the reference dimension. */
+  readonly refineScorePerQueryMs: number;
+  /**
+   * A task that refines itself (one group) pays per query this much per segment x candidate:
+   * measured on batches, its refine grows with the segments it searches, so a batch over many
+   * segments is cheaper as unrefined groups and one refine in the merge.
+   */
+  readonly taskRefinePerCandidateMs: number;
 }
 
 export const COST_MODEL: CostModel = calibration;
@@ -57,7 +65,7 @@ export interface SplitInput {
   readonly group: (maxGroups: number) => readonly Group[];
   readonly queries: number;
   readonly dimension: number;
-  /** Candidates per query each task returns (k + offset). */
+  /** Candidates per query a task returns at most: (k + offset) x the refine factor. */
   readonly limit: number;
   /** IVF partitions a query probes in each segment. */
   readonly nprobes: number;
@@ -140,7 +148,8 @@ const DISPATCH_MS = 0.2;
 /**
  * Latency: the task invoke, waves of parallel tasks (each as slow as its slowest task), then the
  * merge invoke, which one group does not pay unless `mergeInvoked` (the planner merges it), and
- * the merge's refine when several groups leave it there (a read from storage and a re-score).
+ * the refine: in the task of one group, per segment and candidate; in the merge when several
+ * groups leave it there (a read from storage and a re-score of the global candidates).
  */
 function estimate(
   groups: readonly Group[],
@@ -151,6 +160,8 @@ function estimate(
   const scale = input.dimension / model.referenceDimension;
   const chunk = Math.max(...chunks.map(([a, b]) => b - a));
   const missed = missedShare(groups, input.profile);
+  const mergeRefines = input.refines && groups.length > 1;
+  const taskRefine = input.refines && !mergeRefines ? model.taskRefinePerCandidateMs : 0;
   const slowestTask = Math.max(
     model.taskFixedMs,
     ...groups.map(
@@ -159,18 +170,18 @@ function estimate(
         chunk *
           (g.segments.length * model.perQuerySegmentMs +
             (g.rows / 1000) * model.perQueryThousandRowsMs * scale +
+            g.segments.length * input.limit * taskRefine +
             g.segments.length * input.nprobes * missed(i) * model.storageRoundTripMs),
     ),
   );
   const tasks = groups.length * chunks.length;
   const waves = Math.ceil(tasks / Math.max(1, input.profile.parallelism));
   const invokes = groups.length > 1 || input.mergeInvoked ? 2 : 1;
-  const refine =
-    input.refines && groups.length > 1
-      ? model.refineFixedMs +
-        model.storageRoundTripMs +
-        input.queries * model.refinePerQueryMs * scale
-      : 0;
+  const refine = mergeRefines
+    ? model.refineFixedMs +
+      model.storageRoundTripMs +
+      input.queries * (model.refinePerQueryMs + model.refineScorePerQueryMs * scale)
+    : 0;
   return invokes * input.profile.invokeMs + tasks * DISPATCH_MS + waves * slowestTask + refine;
 }
 

@@ -167,7 +167,10 @@ describe("failures of the service are 5xx and never partial", () => {
         task.group === 1 ? Promise.reject(new Error("worker lost")) : invoker.searchSegments(task),
     };
     await expectCode(
-      vectorSearch({ dataset: ds.uri, query: q, k: 5 }, { runtime, invoker: failing }),
+      vectorSearch(
+        { dataset: ds.uri, query: q, k: 5, strategy: "segments" },
+        { runtime, invoker: failing },
+      ),
       "SEGMENT_SEARCH_FAILED",
       /group\(s\) 1: worker lost/,
     );

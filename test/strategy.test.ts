@@ -93,19 +93,69 @@ describe("splitWork", () => {
     expect(fanned - splitWork(segmentsSplit).estimatedMs).toBeCloseTo(0);
   });
 
-  test("a refining search pays the merge's refine only when several groups leave it there", () => {
+  test("a refining search pays its refine in the task of one group, in the merge of several", () => {
     const one = { ...base, queries: 1, profile: { ...lambda, parallelism: 2, invokeMs: 0 } };
     const refined = { ...one, refines: true };
-    const cost = COST_MODEL.refineFixedMs + COST_MODEL.storageRoundTripMs;
     const at = (input: typeof one, strategy: "single" | "segments") =>
       splitWork({ ...input, strategy }).estimatedMs;
-    expect(at(refined, "single")).toBeCloseTo(at(one, "single"));
+    expect(at(refined, "single") - at(one, "single")).toBeCloseTo(
+      segments.length * base.limit * COST_MODEL.taskRefinePerCandidateMs,
+    );
+    const scale = base.dimension / COST_MODEL.referenceDimension;
     expect(at(refined, "segments") - at(one, "segments")).toBeCloseTo(
-      cost + COST_MODEL.refinePerQueryMs * (base.dimension / COST_MODEL.referenceDimension),
+      COST_MODEL.refineFixedMs +
+        COST_MODEL.storageRoundTripMs +
+        COST_MODEL.refinePerQueryMs +
+        COST_MODEL.refineScorePerQueryMs * scale,
     );
     // Two shared cores gain a few ms from two groups, less than the refine they move.
     const auto = splitWork({ ...refined, strategy: "auto" });
     expect(auto.groups.length).toBe(1);
+  });
+
+  describe("batches on one process's cores (tasks overlap little: parallelism 1)", () => {
+    /** 68 small segments and 40 candidates per query, as synth-many with k 10, refineFactor 4. */
+    const many = Array.from({ length: 68 }, (_, i) => ({
+      ...segments[0],
+      uuid: uuid(100 + i),
+      created: i,
+      fragments: [i],
+      rows: 3765,
+      physicalRows: 3765,
+      indexBytes: null,
+    }));
+    const inProcess = { ...lambda, parallelism: 1, invokeMs: 0, slots: 1 };
+    const batch = {
+      ...base,
+      units: many.length,
+      group: (g: number) => groupSegments(many, g),
+      dimension: 128,
+      limit: 40,
+      nprobes: 8,
+      refines: true,
+      strategy: "auto" as const,
+      profile: inProcess,
+    };
+
+    test("a refined batch over many segments goes to unrefined groups and one refine in the merge", () => {
+      const split = splitWork(batch);
+      expect(split.strategy).toBe("segments");
+      expect(split.groups.length).toBeGreaterThan(1);
+      expect(split.estimatedMs).toBeLessThan(
+        splitWork({ ...batch, strategy: "single" }).estimatedMs,
+      );
+      // Query chunks each refine every segment's candidates again: no better than one task here.
+      const queries = splitWork({ ...batch, strategy: "queries" }).estimatedMs;
+      expect(queries).toBeGreaterThanOrEqual(
+        splitWork({ ...batch, strategy: "single" }).estimatedMs,
+      );
+    });
+
+    test("one query of the same search, or a batch without a refine, keeps one task", () => {
+      expect(splitWork({ ...batch, queries: 1 }).groups.length).toBe(1);
+      const unrefined = splitWork({ ...batch, refines: false });
+      expect(unrefined.groups.length * unrefined.chunks.length).toBe(1);
+    });
   });
 
   test("payload limits split the queries into more chunks than asked", () => {
