@@ -135,9 +135,9 @@ export async function runBench(
 
 /**
  * `--all`: every cell of the report, each part its own run of one commit, then the report; ~2 h
- * 20 min on this machine (2 cores; 139 min measured at dcd6dea). The parts, in order: big-index
- * (~19 min), the static matrix of the three datasets on every default path with batches of 1 and
- * 100 (~106 min), the living dataset prepared (60 commits, a reindex among them) and not (30)
+ * 40 min on this machine (2 cores; 161 min measured at 80899aa). The parts, in order: big-index
+ * (~23 min), the static matrix of the three datasets on every default path with batches of 1 and
+ * 100 (~124 min), the living dataset prepared (60 commits, a reindex among them) and not (30)
  * (~9 min), the cost of unindexed rows (~6 min).
  */
 export function allRuns(base: BenchOptions): BenchOptions[] {
@@ -738,7 +738,7 @@ export function cli(argv: string[] = process.argv): Command {
     .addOption(
       new Option(
         "--all",
-        "every part of the report, one run each, then the report (~2 h 20 min; other options are the parts' defaults)",
+        "every part of the report, one run each, then the report (~2 h 40 min; other options are the parts' defaults)",
       ),
     );
   program.parse(argv);
