@@ -63,7 +63,7 @@ import {
 import { writeReport } from "./report.js";
 import { measureS3Reads } from "./s3-reads.js";
 import { type BenchStack, invokeProbe, startBenchStack, uploadDataset } from "./stack.js";
-import { percentile, round, shuffled, summarize } from "./stats.js";
+import { percentile, round, shuffled, summarize, twoPasses } from "./stats.js";
 
 export async function runBench(
   options: BenchOptions,
@@ -213,6 +213,8 @@ function truthFor(ctx: DatasetContext, batch: number, i: number): string[][] {
 
 interface Series {
   durations: number[];
+  /** Where each pass's durations start in `durations`. */
+  passes: number[];
   answers: string[][];
   truth: string[][];
   tasks: number;
@@ -241,7 +243,7 @@ async function measureWorkloads(
     const series = new Map<string, Series>(
       modes.map((m) => [
         modeId(m),
-        { durations: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
+        { durations: [], passes: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
       ]),
     );
     options.log(
@@ -268,30 +270,46 @@ async function measureWorkloads(
     if (target.warmUp) {
       for (const mode of modes) await target.warmUp(mode, sampleQueries(ctx.queries, 1, 0));
     }
-    // Each mode runs its samples as one block, the blocks in a seeded random order: interleaved
+    // Each mode runs its samples in blocks, in a seeded random order and then reversed: interleaved
     // per sample, a wide plan's 8-20 tasks on two cores left work behind that slowed the next
     // mode's query (synth-1m through the stack: single 228 ms p50 among every mode, 80 ms beside
     // G=20 alone, 53 ms alone), a contention no deployment has: there each request has its own
-    // functions.
-    for (const mode of shuffled(modes, next)) {
-      const entry = series.get(modeId(mode)) as Series;
-      for (let s = 0; s < warmup + samples; s++) {
-        const queries = sampleQueries(ctx.queries, batch, s);
-        try {
-          const [ms, answer] = await timed(target, mode, queries);
-          if (s < warmup) continue;
-          entry.durations.push(ms);
-          entry.answers.push(...answer.ids);
-          entry.truth.push(...truthFor(ctx, batch, s));
-          entry.tasks = answer.tasks;
-          if (answer.phases) entry.phases.push(answer.phases);
-        } catch (err) {
-          entry.errors.push(String(err));
-          if (entry.errors.length > 3) throw err;
+    // functions. Two passes (stats.ts twoPasses) keep drift over the run off the ranking.
+    for (const pass of twoPasses(shuffled(modes, next), warmup, samples)) {
+      for (const mode of pass.order) {
+        const entry = series.get(modeId(mode)) as Series;
+        entry.passes.push(entry.durations.length);
+        for (let s = pass.from - pass.discard; s < pass.to; s++) {
+          await sampleInto(ctx, target, mode, batch, s, s >= pass.from, entry);
         }
       }
     }
     await emitSeries(ctx, label, batch, "warm", modes, series, loadStart);
+  }
+}
+
+/** One sample of `mode`: timed into `entry` when `kept`, otherwise only run (a warm-up). */
+async function sampleInto(
+  ctx: DatasetContext,
+  target: Target,
+  mode: Mode,
+  batch: number,
+  s: number,
+  kept: boolean,
+  entry: Series,
+): Promise<void> {
+  const queries = sampleQueries(ctx.queries, batch, s);
+  try {
+    const [ms, answer] = await timed(target, mode, queries);
+    if (!kept) return;
+    entry.durations.push(ms);
+    entry.answers.push(...answer.ids);
+    entry.truth.push(...truthFor(ctx, batch, s));
+    entry.tasks = answer.tasks;
+    if (answer.phases) entry.phases.push(answer.phases);
+  } catch (err) {
+    entry.errors.push(String(err));
+    if (entry.errors.length > 3) throw err;
   }
 }
 
@@ -365,6 +383,7 @@ async function emitSeries(
       ...base,
       ...summary,
       durationsMs: s.durations.map((d) => round(d)),
+      passP50s: passP50s(s),
       phasesP50: phases,
       errors: s.errors.length,
       loadAverage: { start: loadStart, end: loadavg() },
@@ -373,6 +392,13 @@ async function emitSeries(
       `  ${modeId(mode).padEnd(14)} p50 ${summary.p50.toFixed(2).padStart(8)} ms  p95 ${summary.p95.toFixed(2).padStart(8)} ms  recall ${recall}  n ${summary.n}`,
     );
   }
+}
+
+/** Each pass's p50: how far drift over the run moved this mode's samples. */
+function passP50s(s: Series): number[] {
+  return s.passes.map((start, i) =>
+    round(percentile(s.durations.slice(start, s.passes[i + 1] ?? s.durations.length), 0.5)),
+  );
 }
 
 /**
@@ -519,7 +545,7 @@ async function coldPhase(
     const series = new Map<string, Series>(
       modes.map((m) => [
         modeId(m),
-        { durations: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
+        { durations: [], passes: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
       ]),
     );
     const childResources: ProcessResources[] = [];

@@ -8,7 +8,7 @@
  */
 import { Agent, createServer, request as httpRequest } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Transform, type TransformCallback } from "node:stream";
+import { PassThrough, pipeline, Transform, type TransformCallback } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export interface S3ProxyOptions {
@@ -23,8 +23,11 @@ export interface S3ProxyOptions {
 
 export interface S3Proxy {
   readonly endpoint: string;
-  /** Requests and response bytes served so far. */
-  stats(): { requests: number; bytes: number };
+  /**
+   * Requests and response bytes served so far, and responses the local S3 dropped part way (each
+   * passed on to its client as a reset connection, which object_store retries).
+   */
+  stats(): { requests: number; bytes: number; dropped: number };
   stop(): Promise<void>;
 }
 
@@ -64,6 +67,7 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
   const agent = new Agent({ keepAlive: true, maxSockets: 256, timeout: UPSTREAM_IDLE_MS });
   let requests = 0;
   let bytes = 0;
+  let dropped = 0;
   const server = createServer((req, res) => {
     requests++;
     options.onRequest?.(req.method ?? "", req.url ?? "", req.headers.range);
@@ -82,12 +86,19 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
           const wait = options.latencyMs - (performance.now() - started);
           if (wait > 0) await sleep(wait);
           res.writeHead(up.statusCode ?? 502, up.headers);
-          const counted = up.on("data", (chunk: Buffer) => {
+          up.on("data", (chunk: Buffer) => {
             bytes += chunk.length;
           });
-          if (options.bandwidthMBps > 0) {
-            counted.pipe(new Throttle((options.bandwidthMBps * 1e6) / 1000)).pipe(res);
-          } else counted.pipe(res);
+          const shaper =
+            options.bandwidthMBps > 0
+              ? new Throttle((options.bandwidthMBps * 1e6) / 1000)
+              : new PassThrough();
+          // pipeline, not pipe: a response the local S3 drops part way must reset the client's
+          // connection, or its response never ends and lancedb waits out object_store's 30 s
+          // request timeout (the 25-33 s stalls of batches through the stack, test/s3-proxy.test.ts).
+          pipeline(up, shaper, res, (err) => {
+            if (err && !res.writableFinished) dropped++;
+          });
         })();
       },
     );
@@ -102,7 +113,7 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
   const { port } = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${port}`,
-    stats: () => ({ requests, bytes }),
+    stats: () => ({ requests, bytes, dropped }),
     stop: () =>
       new Promise<void>((resolve) => {
         server.close(() => resolve());

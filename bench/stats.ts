@@ -49,6 +49,35 @@ export function shuffled<T>(items: readonly T[], next: () => number): T[] {
   return out;
 }
 
+/** One pass over the modes: their order, then per mode the samples `[from - discard, to)`, the first `discard` not timed. */
+export interface Pass<T> {
+  readonly order: readonly T[];
+  readonly discard: number;
+  readonly from: number;
+  readonly to: number;
+}
+
+/**
+ * Samples `[warmup, warmup + samples)` of every mode in two passes: `order` over the first half
+ * after `warmup` discarded samples, then reversed over the rest after one discarded sample (the
+ * work a previous mode left behind), pooled. Measured in one block per mode, drift over a run
+ * decided rankings: the same one-task plan had p50s of 624 and 878 ms, minutes apart, in one
+ * run (fashion-mnist batches of 100, 80899aa); in two passes every mode sees early and late.
+ */
+export function twoPasses<T>(order: readonly T[], warmup: number, samples: number): Pass<T>[] {
+  const half = Math.ceil(samples / 2);
+  const passes: Pass<T>[] = [{ order, discard: warmup, from: warmup, to: warmup + half }];
+  if (samples > half) {
+    passes.push({
+      order: [...order].reverse(),
+      discard: Math.min(1, warmup),
+      from: warmup + half,
+      to: warmup + samples,
+    });
+  }
+  return passes;
+}
+
 /**
  * Ordinary least squares for y = X b (X rows already include a 1 for the intercept), by the
  * normal equations with Gaussian elimination; fine for the 2-4 columns used here.
