@@ -33,7 +33,7 @@ import {
   startBenchStack,
   uploadDataset,
 } from "./stack.js";
-import { percentile, round } from "./stats.js";
+import { percentile, round, twoPasses } from "./stats.js";
 
 /** S3's typical first-byte latencies: the goals are judged at both. */
 const LATENCIES_MS = [20, 60];
@@ -154,15 +154,12 @@ async function atLatency(ctx: DatasetContext, latencyMs: number): Promise<void> 
       };
     };
     const modes = [...WIDTHS, "auto"] as const;
-    const half = Math.ceil(ctx.queries.length / 2);
-    const passes = [
-      { order: modes, queries: ctx.queries.slice(0, half), truth: ctx.truth.slice(0, half) },
-      {
-        order: [...modes].reverse(),
-        queries: ctx.queries.slice(half),
-        truth: ctx.truth.slice(half),
-      },
-    ];
+    // Half the queries in order, the rest reversed: each mode is measured early and late.
+    const passes = twoPasses(modes, 0, ctx.queries.length).map((pass) => ({
+      order: pass.order,
+      queries: ctx.queries.slice(pass.from, pass.to),
+      truth: ctx.truth.slice(pass.from, pass.to),
+    }));
     const coldFigures = new Map<Width, Record<string, unknown>>();
     const samples = new Map<Width, Sample[]>(modes.map((width) => [width, []]));
     for (const [p, pass] of passes.entries()) {

@@ -136,26 +136,55 @@ export async function runBench(
 /**
  * `--all`: every cell of the report, each part its own run of one commit, then the report; ~2 h
  * 40 min on this machine (2 cores; 161 min measured at 80899aa). The parts, in order: big-index
- * (~23 min), the static matrix of the three datasets on every default path with batches of 1 and
- * 100 (~124 min), the living dataset prepared (60 commits, a reindex among them) and not (30)
- * (~9 min), the cost of unindexed rows (~6 min).
+ * (~23 min), the static matrix of each dataset on every default path with batches of 1 and 100
+ * (~124 min for the three), the living dataset prepared (60 commits, a reindex among them) and
+ * not (30) (~9 min), the cost of unindexed rows (~6 min). `--parts` runs some of them: a rerun
+ * split over sittings, each of the same commit (the report takes every cell from that commit).
  */
-export function allRuns(base: BenchOptions): BenchOptions[] {
+export function allRuns(base: BenchOptions): { name: AllPart; options: BenchOptions }[] {
   const living = (prepare: boolean, commits: number) => ({ ...base.living, prepare, commits });
-  const parts: Partial<BenchOptions>[] = [
-    { datasets: ["big-index"], paths: ["big-index"], batches: [1] },
-    {
-      datasets: ["fashion-mnist", "synth-1m", "synth-many"],
-      paths: [...DEFAULT_PATHS],
-      stackBatchRepeats: 3,
-      cold: 3,
+  const static_ = (dataset: string) => ({
+    datasets: [dataset],
+    paths: [...DEFAULT_PATHS],
+    stackBatchRepeats: 3,
+    cold: 3,
+  });
+  const parts: Record<AllPart, Partial<BenchOptions>> = {
+    "big-index": { datasets: ["big-index"], paths: ["big-index"], batches: [1] },
+    "fashion-mnist": static_("fashion-mnist"),
+    "synth-1m": static_("synth-1m"),
+    "synth-many": static_("synth-many"),
+    living: {
+      datasets: ["living"],
+      paths: [...LIVING_PATHS],
+      workers: 4,
+      living: living(true, 60),
     },
-    { datasets: ["living"], paths: [...LIVING_PATHS], workers: 4, living: living(true, 60) },
-    { datasets: ["living"], paths: [...LIVING_PATHS], workers: 4, living: living(false, 30) },
-    { datasets: ["living"], paths: Object.keys(FALLBACK_PATHS) as FallbackPath[], workers: 4 },
-  ];
-  return parts.map((part) => ({ ...base, ...part, report: false }));
+    "living-unprepared": {
+      datasets: ["living"],
+      paths: [...LIVING_PATHS],
+      workers: 4,
+      living: living(false, 30),
+    },
+    fallback: {
+      datasets: ["living"],
+      paths: Object.keys(FALLBACK_PATHS) as FallbackPath[],
+      workers: 4,
+    },
+  };
+  return ALL_PARTS.map((name) => ({ name, options: { ...base, ...parts[name], report: false } }));
 }
+
+export const ALL_PARTS = [
+  "big-index",
+  "fashion-mnist",
+  "synth-1m",
+  "synth-many",
+  "living",
+  "living-unprepared",
+  "fallback",
+] as const;
+export type AllPart = (typeof ALL_PARTS)[number];
 
 /** G = 1, 2, 4, ... and the number of segments itself. */
 export function defaultWidths(segments: number): number[] {
@@ -213,8 +242,8 @@ function truthFor(ctx: DatasetContext, batch: number, i: number): string[][] {
 
 interface Series {
   durations: number[];
-  /** Where each pass's durations start in `durations`. */
-  passes: number[];
+  /** Where each block's durations start in `durations` (one block per pass, stats.ts twoPasses). */
+  blocks: number[];
   answers: string[][];
   truth: string[][];
   tasks: number;
@@ -243,7 +272,7 @@ async function measureWorkloads(
     const series = new Map<string, Series>(
       modes.map((m) => [
         modeId(m),
-        { durations: [], passes: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
+        { durations: [], blocks: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
       ]),
     );
     options.log(
@@ -278,7 +307,7 @@ async function measureWorkloads(
     for (const pass of twoPasses(shuffled(modes, next), warmup, samples)) {
       for (const mode of pass.order) {
         const entry = series.get(modeId(mode)) as Series;
-        entry.passes.push(entry.durations.length);
+        entry.blocks.push(entry.durations.length);
         for (let s = pass.from - pass.discard; s < pass.to; s++) {
           await sampleInto(ctx, target, mode, batch, s, s >= pass.from, entry);
         }
@@ -383,7 +412,7 @@ async function emitSeries(
       ...base,
       ...summary,
       durationsMs: s.durations.map((d) => round(d)),
-      passP50s: passP50s(s),
+      blockP50s: blockP50s(s),
       phasesP50: phases,
       errors: s.errors.length,
       loadAverage: { start: loadStart, end: loadavg() },
@@ -394,10 +423,10 @@ async function emitSeries(
   }
 }
 
-/** Each pass's p50: how far drift over the run moved this mode's samples. */
-function passP50s(s: Series): number[] {
-  return s.passes.map((start, i) =>
-    round(percentile(s.durations.slice(start, s.passes[i + 1] ?? s.durations.length), 0.5)),
+/** Each block's p50: how far drift over the run moved this mode's samples. */
+function blockP50s(s: Series): number[] {
+  return s.blocks.map((start, i) =>
+    round(percentile(s.durations.slice(start, s.blocks[i + 1] ?? s.durations.length), 0.5)),
   );
 }
 
@@ -545,7 +574,7 @@ async function coldPhase(
     const series = new Map<string, Series>(
       modes.map((m) => [
         modeId(m),
-        { durations: [], passes: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
+        { durations: [], blocks: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
       ]),
     );
     const childResources: ProcessResources[] = [];
@@ -766,7 +795,10 @@ export function cli(argv: string[] = process.argv): Command {
         "--all",
         "every part of the report, one run each, then the report (~2 h 40 min; other options are the parts' defaults)",
       ),
-    );
+    )
+    .option("--parts <names>", `with --all: only these parts (${ALL_PARTS.join(", ")})`, list, [
+      ...ALL_PARTS,
+    ]);
   program.parse(argv);
   return program;
 }
@@ -872,8 +904,14 @@ async function main(): Promise<void> {
     const started = performance.now();
     const failed: string[] = [];
     // A part that fails leaves its cells to older runs (marked so), not the other parts undone.
-    for (const part of allRuns(options)) {
-      const name = `${part.datasets.join("+")} ${part.paths.join(",")}`;
+    const unknown = (o.parts as string[]).filter(
+      (p) => !(ALL_PARTS as readonly string[]).includes(p),
+    );
+    if (unknown.length > 0)
+      throw new Error(`unknown part ${unknown.join(", ")}; known: ${ALL_PARTS.join(", ")}`);
+    for (const { name, options: part } of allRuns(options).filter((p) =>
+      o.parts.includes(p.name),
+    )) {
       const result = await runBench(part).catch((err: unknown) => {
         failed.push(name);
         console.error(`part ${name} failed:`, err);
