@@ -270,3 +270,25 @@ describe("living commit kinds", () => {
     ]);
   });
 });
+
+describe("bench --all", () => {
+  it("runs every cell of the report in named parts, the static matrix one part per dataset", () => {
+    const parts = bench.allRuns(options("/nowhere"));
+    expect(parts.map((p) => p.name)).toEqual([...bench.ALL_PARTS]);
+    expect(parts.every((p) => p.options.report === false)).toBe(true);
+    const staticParts = parts.filter((p) => p.options.paths.includes("stack"));
+    expect(staticParts.map((p) => p.options.datasets)).toEqual([
+      ["fashion-mnist"],
+      ["synth-1m"],
+      ["synth-many"],
+    ]);
+    expect(
+      staticParts.every((p) => p.options.cold === 3 && p.options.stackBatchRepeats === 3),
+    ).toBe(true);
+    const living = parts.filter((p) => p.options.living?.commits);
+    expect(living.map((p) => [p.name, p.options.living?.prepare])).toContainEqual([
+      "living-unprepared",
+      false,
+    ]);
+  });
+});
