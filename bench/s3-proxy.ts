@@ -25,7 +25,8 @@ export interface S3Proxy {
   readonly endpoint: string;
   /**
    * Requests and response bytes served so far, and responses the local S3 dropped part way (each
-   * passed on to its client as a reset connection, which object_store retries).
+   * passed on to its client as a reset connection, which object_store retries; a client that
+   * hangs up is not counted).
    */
   stats(): { requests: number; bytes: number; dropped: number };
   stop(): Promise<void>;
@@ -85,9 +86,19 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
         void (async () => {
           const wait = options.latencyMs - (performance.now() - started);
           if (wait > 0) await sleep(wait);
+          // The client may have gone during the wait (lancedb cancels reads it no longer needs).
+          if (res.destroyed) {
+            up.destroy();
+            return;
+          }
           res.writeHead(up.statusCode ?? 502, up.headers);
           up.on("data", (chunk: Buffer) => {
             bytes += chunk.length;
+          });
+          // Only the upstream's own failure is a drop: a client that hangs up ends `up` too.
+          let upstreamFailed = false;
+          up.once("error", () => {
+            upstreamFailed = true;
           });
           const shaper =
             options.bandwidthMBps > 0
@@ -97,7 +108,7 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
           // connection, or its response never ends and lancedb waits out object_store's 30 s
           // request timeout (the 25-33 s stalls of batches through the stack, test/s3-proxy.test.ts).
           pipeline(up, shaper, res, (err) => {
-            if (err && !res.writableFinished) dropped++;
+            if (err && upstreamFailed) dropped++;
           });
         })();
       },

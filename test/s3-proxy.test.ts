@@ -63,4 +63,18 @@ describe("the bench's S3 proxy", () => {
       await expect.poll(() => proxy.stats().dropped).toBe(1);
     });
   }, 5_000);
+
+  it("survives a client that hangs up during the latency, and counts no drop for it", async () => {
+    await withProxy(200, async (proxy) => {
+      // The client goes while the proxy holds the upstream's answer back: its response is
+      // destroyed before anything is written to it (the crash of the first --all at d300dda).
+      await expect(
+        fetch(`${proxy.endpoint}/whole`, { signal: AbortSignal.timeout(50) }),
+      ).rejects.toThrow();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const res = await fetch(`${proxy.endpoint}/whole`);
+      expect(await res.text()).toBe(BODY);
+      expect(proxy.stats()).toMatchObject({ requests: 2, dropped: 0 });
+    });
+  }, 5_000);
 });
