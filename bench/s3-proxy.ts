@@ -61,6 +61,15 @@ const UPSTREAM_IDLE_MS = 4_000;
  */
 const CLIENT_IDLE_MS = 10_000;
 
+/**
+ * Connections waiting to be accepted. A batch's burst of new connections overflowed Node's
+ * default of 511 while this process's one thread was busy (TcpExtListenOverflows +22,000 in 20 s
+ * at fashion-mnist batch 100 through the stack); the kernel then drops the handshake's last
+ * ACK and the client waits out SYN-ACK retransmits, 1 + 2 + 4 + 8 + 16 s: the 25-33 s samples.
+ * The kernel caps it at net.core.somaxconn (4,096 here).
+ */
+const LISTEN_BACKLOG = 65_535;
+
 export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
   const upstream = new URL(options.upstream);
   // s3rver closes a keep-alive socket after Node's default 5 s idle; an agent reusing one at that
@@ -120,7 +129,9 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
     req.pipe(out);
   });
   server.keepAliveTimeout = CLIENT_IDLE_MS;
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) =>
+    server.listen({ port: 0, host: "127.0.0.1", backlog: LISTEN_BACKLOG }, resolve),
+  );
   const { port } = server.address() as AddressInfo;
   return {
     endpoint: `http://127.0.0.1:${port}`,
