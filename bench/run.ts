@@ -146,7 +146,6 @@ export function allRuns(base: BenchOptions): { name: AllPart; options: BenchOpti
   const static_ = (dataset: string) => ({
     datasets: [dataset],
     paths: [...DEFAULT_PATHS],
-    stackBatchRepeats: 3,
     cold: 3,
   });
   const parts: Record<AllPart, Partial<BenchOptions>> = {
@@ -729,7 +728,8 @@ export function cli(argv: string[] = process.argv): Command {
     )
     .option("--queries <n>", "single-query samples per mode", Number, 100)
     .option("--warmup <n>", "warm-up samples per mode (excluded from warm stats)", Number, 5)
-    .option("--batch-repeats <n>", "samples per mode for batches", Number, 10)
+    // 20: in two blocks of 5, a mode's block p50s at batch 100 differed by up to 25% (d300dda).
+    .option("--batch-repeats <n>", "samples per mode for batches", Number, 20)
     .option("--stack-queries <n>", "single-query samples per mode through the stack", Number, 30)
     .option("--stack-batch-repeats <n>", "batch samples per mode through the stack", Number, 5)
     .option(
