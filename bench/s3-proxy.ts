@@ -115,7 +115,7 @@ export async function startS3Proxy(options: S3ProxyOptions): Promise<S3Proxy> {
               : new PassThrough();
           // pipeline, not pipe: a response the local S3 drops part way must reset the client's
           // connection, or its response never ends and lancedb waits out object_store's 30 s
-          // request timeout (the 25-33 s stalls of batches through the stack, test/s3-proxy.test.ts).
+          // request timeout (test/s3-proxy.test.ts).
           pipeline(up, shaper, res, (err) => {
             if (err && upstreamFailed) dropped++;
           });

@@ -1,8 +1,9 @@
 /**
- * The benchmark's S3-like network (bench/s3-proxy.ts): latency and pass-through, and what a client
- * sees when the local S3 drops a response half way. Before the proxy passed that on, the client's
- * response never ended and lancedb waited out object_store's 30 s request timeout: the 25-33 s
- * stalls of batches through the stack in the report of 80899aa.
+ * The benchmark's S3-like network (bench/s3-proxy.ts): latency and pass-through, what a client
+ * sees when the local S3 drops a response half way (before the proxy passed that on, the client's
+ * response never ended until object_store's 30 s request timeout), and a client that hangs up.
+ * The 25-33 s stalls of batches through the stack had another cause: the accept backlog
+ * (LISTEN_BACKLOG there), measured with the kernel's counters, not testable here.
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
