@@ -481,7 +481,7 @@ export async function writeReport(
     "(wider plans of a batch were 2-5x slower than one task in every earlier run).",
     "",
     "```sh",
-    "npm run bench -- --all                          # every cell of this report, one run per part (~2.5 h)",
+    "npm run bench -- --all                          # every cell of this report, one run per part (~3 h)",
     "npm run bench -- --all --parts living,fallback  # some of its parts (a rerun split over sittings, one commit)",
     "npm run bench                                   # all datasets, every path (in-process, stack, cold, reads, stack-reads)",
     "npm run bench -- --dataset synth-many --paths in-process --batch 1 --widths 1,2,4,8,16,67",
