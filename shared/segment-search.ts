@@ -117,6 +117,7 @@ async function searchView(
   // docs/architecture.md): there, this task finishes it before answering.
   const prewarm = runtime.views.prewarm(view);
   if (runtime.config.frozenWhenIdle) await prewarm;
+  await runtime.views.trim();
   return {
     group: task.group,
     chunk: task.chunk,

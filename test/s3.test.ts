@@ -9,6 +9,7 @@ import type { S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { loadConfig } from "../shared/config.js";
+import { readManifest } from "../shared/manifest-store.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
 import { type Dataset, makeDataset, nativeSearch, queries } from "./support/fixtures.js";
@@ -143,6 +144,39 @@ describe("a dataset on S3", () => {
         (err: unknown) => err as { status: number },
       );
       expect(error?.status).toBeGreaterThanOrEqual(500);
+    } finally {
+      s3.injectFault(undefined);
+    }
+  });
+
+  test("views of two widths stay prewarmed in a cache four times their index bytes", async () => {
+    // lancedb weighs each IVF_PQ partition it caches with the codebook counted again: with its
+    // own eviction at this bound it dropped partitions of both views and read them again.
+    const manifest = await readManifest(runtime.objects, ds.uri, await ds.table.version());
+    const indexBytes = manifest.segments.reduce((n, s) => n + (s.sizeBytes ?? 0), 0);
+    expect(indexBytes).toBeGreaterThan(0);
+    const warm = createRuntime({
+      ...runtime.config,
+      prewarm: "eager",
+      indexCacheBytes: 4 * indexBytes,
+    });
+    const request = (maxTasks: number) => ({
+      dataset: ds.uri,
+      query: queries(1, 31)[0] ?? [],
+      k: 10,
+      nprobes: 64, // every partition
+      strategy: "segments" as const,
+      maxTasks,
+      timeoutMs: 20_000,
+    });
+    const one = await vectorSearch(request(1), { runtime: warm });
+    const four = await vectorSearch(request(4), { runtime: warm });
+    expect([one.plan.tasks, four.plan.tasks]).toEqual([1, 4]);
+    expect(warm.views.prewarmedBytes).toBe(2 * indexBytes);
+    s3.injectFault({ keys: /^\/data\/db\/items\.lance\/_indices\//, status: 500 });
+    try {
+      expect((await vectorSearch(request(1), { runtime: warm })).results).toEqual(one.results);
+      expect((await vectorSearch(request(4), { runtime: warm })).results).toEqual(four.results);
     } finally {
       s3.injectFault(undefined);
     }

@@ -11,9 +11,10 @@ import { chooseIndex } from "../shared/index-choice.js";
 import type { Manifest } from "../shared/manifest.js";
 import { readManifest } from "../shared/manifest-store.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
+import { vectorSearch } from "../shared/search.js";
 import { type ViewSpec, viewFolder, viewName } from "../shared/views/identity.js";
 import { dropPredicate } from "../shared/views/materialize.js";
-import { type Dataset, makeDataset, testRuntime } from "./support/fixtures.js";
+import { type Dataset, makeDataset, queries, testRuntime } from "./support/fixtures.js";
 
 let ds: Dataset;
 let specs: ViewSpec[];
@@ -162,7 +163,7 @@ describe("segment views", () => {
     expect(off.views.prewarmedBytes).toBe(0);
   });
 
-  test("prewarm counts each segment once across views of it, and a failed prewarm is retried", async () => {
+  test("prewarm counts each view in full (lancedb caches by view URI), and a failed prewarm is retried", async () => {
     const own = await makeDataset({ rounds: [4000, 2000] });
     const runtime = await testRuntime({ LANCE_FANOUT_PREWARM: "eager" });
     const dataset = runtime.resolveDataset(own.uri);
@@ -176,14 +177,15 @@ describe("segment views", () => {
     await runtime.views.open(before);
     const bytes = runtime.views.prewarmedBytes;
     expect(bytes).toBeGreaterThan(0);
-    // A delete in the group's fragment: a new view of the same segment, counted once.
+    // A delete in the group's fragment: a new view of the same segment, which lancedb caches
+    // again under the new view's URI.
     const fragment = before.fragments[0]?.id ?? 0;
     await own.table.delete(`_rowaddr = ${BigInt(fragment) << 32n}`);
     const after = (await at()).find((s) => s.segments[0] === before.segments[0]);
     if (!after) throw new Error("segment gone");
     const view = await runtime.views.open(after);
     expect(view.name).not.toBe(viewName(before));
-    expect(runtime.views.prewarmedBytes).toBe(bytes);
+    expect(runtime.views.prewarmedBytes).toBe(2 * bytes);
 
     const cold = await testRuntime({ LANCE_FANOUT_PREWARM: "background" });
     const open = await cold.views.open(after);
@@ -200,6 +202,30 @@ describe("segment views", () => {
     await cold.views.prewarm(failing);
     expect(calls).toBe(2);
     expect(cold.views.prewarmedBytes).toBe(bytes);
+  });
+
+  test("the caches are held to their bound: a task past it starts a new generation", async () => {
+    const search = async (runtime: Runtime) => {
+      await vectorSearch(
+        {
+          dataset: ds.uri,
+          query: queries(1, 41)[0] ?? [],
+          k: 10,
+          nprobes: 4,
+          strategy: "single",
+          indexName: "vector_idx",
+        },
+        { runtime },
+      );
+      return runtime.views.cachedBytes;
+    };
+    const roomy = await testRuntime({ LANCE_FANOUT_PREWARM: "off" });
+    const loaded = await search(roomy);
+    // An index cache under what one search loads (index and metadata entries together).
+    const bound = Math.floor(loaded / 2);
+    const tight = createRuntime({ ...roomy.config, indexCacheBytes: bound });
+    expect(await search(tight)).toBeLessThanOrEqual(bound);
+    expect(await tight.views.trim()).toBe(false);
   });
 
   test("is created once and reused: by the cache in-process, from storage across processes", async () => {

@@ -25,6 +25,8 @@ interface Generation {
   readonly connections: Map<string, Promise<Connection>>;
   readonly views: LRUCache<string, Promise<OpenView>>;
   readonly prewarmed: PrewarmBudget;
+  /** The caches' entries and bytes when last measured (see {@link ViewCache.trim}). */
+  measured: { readonly items: number; readonly bytes: number };
 }
 
 /**
@@ -36,6 +38,19 @@ const RENEW_SLACK = 1 / 64;
 
 /** Views are prewarmed while their index files fit in this share of the index cache. */
 const PREWARM_SHARE = 0.8;
+
+/**
+ * lancedb's own bound, as a multiple of the process's. lancedb weighs each IVF_PQ partition it
+ * caches with the codebook (256 centroids x the dimension) counted again: on synth-1m (128-d,
+ * 20 segments) an index holding 31.7 MiB needed a bound of 8-12 times that, and a worker at its
+ * configured 1 GiB evicted and re-read index files on every query while holding ~110 MiB. So
+ * lancedb gets a bound it does not reach, and {@link ViewCache.trim} bounds the caches by what
+ * they hold (`sizeBytes`, which counts shared buffers once and follows the process's RSS).
+ */
+const LANCEDB_BOUND_FACTOR = 1024;
+
+/** The caches' size is measured again once their entries grow by this factor. */
+const REMEASURE_GROWTH = 1.25;
 
 export class ViewCache {
   readonly #config: FanoutConfig;
@@ -54,7 +69,10 @@ export class ViewCache {
   #newGeneration(): Generation {
     const prewarmed = new PrewarmBudget(this.#config.indexCacheBytes * PREWARM_SHARE);
     return {
-      session: newSession(this.#config.indexCacheBytes, this.#config.metadataCacheBytes),
+      session: newSession(
+        this.#config.indexCacheBytes * LANCEDB_BOUND_FACTOR,
+        this.#config.metadataCacheBytes,
+      ),
       connections: new Map(),
       views: new LRUCache({
         max: this.#config.viewCacheSize,
@@ -64,6 +82,7 @@ export class ViewCache {
         },
       }),
       prewarmed,
+      measured: { items: 0, bytes: 0 },
     };
   }
 
@@ -73,17 +92,12 @@ export class ViewCache {
    * generation of lancedb caches when they hold more than the slack over what the open views
    * needed when they were last loaded afresh: lancedb keys its caches by view URI and evicts
    * only at their size bound, so the views each commit replaces would otherwise stay until
-   * then. The views are then loaded again into the new caches, off the query path. The old
-   * generation is not closed: a search still using one of its views finishes, and lancedb
-   * frees its caches once unreferenced (see {@link collectGarbage}).
+   * then. The views are then loaded again into the new caches, off the query path.
    */
   async warm(specs: readonly ViewSpec[], concurrency: number): Promise<number> {
     const slack = this.#config.indexCacheBytes * RENEW_SLACK;
     const renewed = this.cachedBytes > this.#freshBytes + slack;
-    if (renewed) {
-      this.#generation = this.#newGeneration();
-      await collectGarbage();
-    }
+    if (renewed) await this.#renew();
     const limit = pLimit(concurrency);
     const opened = await Promise.all(
       specs.map((spec) =>
@@ -98,7 +112,54 @@ export class ViewCache {
     return opened.filter(Boolean).length;
   }
 
-  /** Index bytes this process has prewarmed for its open views, each segment counted once. */
+  /**
+   * Starts a new generation once lancedb's caches hold more than the index cache's bound, as
+   * lancedb itself does not evict below {@link LANCEDB_BOUND_FACTOR} times it. `sizeBytes` does
+   * not tell index entries from metadata ones, so both count against it (the metadata of a
+   * process's views is small; prewarms fill at most {@link PREWARM_SHARE} of it). Called after
+   * each task, so a process holds at most its bound and one task's reads. Answers whether it
+   * renewed.
+   */
+  async trim(): Promise<boolean> {
+    const bound = this.#config.indexCacheBytes;
+    if (this.#estimatedBytes() <= bound || this.#measure() <= bound) return false;
+    await this.#renew();
+    this.#freshBytes = 0;
+    return true;
+  }
+
+  /**
+   * The caches' bytes, measured (`sizeBytes` walks every entry: ~16 ms at 10,000 entries) only
+   * when their entries have grown by a quarter since the last measure, else projected from it
+   * by the entry count (kept by lancedb, free to read). A process whose views are all loaded
+   * adds no entry, and measures nothing.
+   */
+  #estimatedBytes(): number {
+    const items = this.#generation.session.approxNumItems();
+    const last = this.#generation.measured;
+    if (last.items > 0 && items < last.items * REMEASURE_GROWTH) {
+      return (last.bytes / last.items) * items;
+    }
+    return this.#measure();
+  }
+
+  #measure(): number {
+    const items = this.#generation.session.approxNumItems();
+    const bytes = this.cachedBytes;
+    this.#generation.measured = { items, bytes };
+    return bytes;
+  }
+
+  /**
+   * A new generation of caches. The old one is not closed: a search still using one of its
+   * views finishes, and lancedb frees its caches once unreferenced (see {@link collectGarbage}).
+   */
+  async #renew(): Promise<void> {
+    this.#generation = this.#newGeneration();
+    await collectGarbage();
+  }
+
+  /** Index bytes this process has prewarmed for its open views. */
   get prewarmedBytes(): number {
     return this.#generation.prewarmed.bytes;
   }

@@ -1,8 +1,7 @@
 /**
  * The prewarm budget of one generation of lancedb caches: which open views had their whole
- * index loaded, and how many index bytes that holds, each segment counted once. A later view of
- * the same segments (after a commit elsewhere in the dataset) adds nothing, and a view that
- * leaves the cache gives its segments back.
+ * index loaded, and how many index bytes that holds. Each view counts in full: lancedb keys its
+ * cache by the view's URI, so two views of one segment hold two copies of its index.
  * @module
  */
 import { readFooters } from "../lance/tables.js";
@@ -10,10 +9,8 @@ import type { OpenView } from "./materialize.js";
 
 export class PrewarmBudget {
   readonly #limitBytes: number;
-  /** Segments of each prewarmed view, by view name. */
-  readonly #views = new Map<string, readonly string[]>();
-  /** Prewarmed segments: their bytes and how many prewarmed views hold them. */
-  readonly #segments = new Map<string, { bytes: number; views: number }>();
+  /** Index bytes of each prewarmed view, by view name. */
+  readonly #views = new Map<string, number>();
 
   constructor(limitBytes: number) {
     this.#limitBytes = limitBytes;
@@ -22,7 +19,7 @@ export class PrewarmBudget {
   /** Index bytes prewarmed for the open views. */
   get bytes(): number {
     let sum = 0;
-    for (const { bytes } of this.#segments.values()) sum += bytes;
+    for (const bytes of this.#views.values()) sum += bytes;
     return sum;
   }
 
@@ -36,18 +33,9 @@ export class PrewarmBudget {
     if (this.#views.has(view.name)) return;
     // None: a flat group's view (no index segment) or sizes the manifest does not record.
     const segments = [...(view.segmentBytes ?? [])];
-    let added = 0;
-    for (const [uuid, size] of segments) if (!this.#segments.has(uuid)) added += size;
-    if (this.bytes + added > this.#limitBytes) return;
-    this.#views.set(
-      view.name,
-      segments.map(([uuid]) => uuid),
-    );
-    for (const [uuid, size] of segments) {
-      const entry = this.#segments.get(uuid) ?? { bytes: size, views: 0 };
-      entry.views++;
-      this.#segments.set(uuid, entry);
-    }
+    const bytes = segments.reduce((sum, [, size]) => sum + size, 0);
+    if (this.bytes + bytes > this.#limitBytes) return;
+    this.#views.set(view.name, bytes);
     const index = segments.length > 0 ? view.table.prewarmIndex(view.indexName) : undefined;
     await Promise.all([
       index?.catch(() => this.release(view.name)),
@@ -55,12 +43,11 @@ export class PrewarmBudget {
     ]);
   }
 
-  /** Forgets that a view was prewarmed: it gives back its segments (unless other views hold them). */
+  /**
+   * Forgets that a view was prewarmed (it was closed, or its load failed). lancedb keeps a
+   * closed view's entries until the generation is renewed; `ViewCache.trim` bounds those.
+   */
   release(name: string): void {
-    for (const uuid of this.#views.get(name) ?? []) {
-      const entry = this.#segments.get(uuid);
-      if (entry && --entry.views === 0) this.#segments.delete(uuid);
-    }
     this.#views.delete(name);
   }
 }
