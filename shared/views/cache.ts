@@ -42,8 +42,8 @@ const PREWARM_SHARE = 0.8;
 /**
  * lancedb's own bound, as a multiple of the process's. lancedb weighs each IVF_PQ partition it
  * caches with the codebook (256 centroids x the dimension) counted again: on synth-1m (128-d,
- * 20 segments) an index holding 31.7 MiB needed a bound of 8-12 times that, and a worker at its
- * configured 1 GiB evicted and re-read index files on every query while holding ~110 MiB. So
+ * 20 segments) an index holding 31.7 MiB needed a bound of 8-12 times that, and a process at a
+ * segment-search's 1 GiB evicted and re-read index files on every query while holding ~113 MiB. So
  * lancedb gets a bound it does not reach, and {@link ViewCache.trim} bounds the caches by what
  * they hold (`sizeBytes`, which counts shared buffers once and follows the process's RSS).
  */
@@ -122,25 +122,23 @@ export class ViewCache {
    */
   async trim(): Promise<boolean> {
     const bound = this.#config.indexCacheBytes;
-    if (this.#estimatedBytes() <= bound || this.#measure() <= bound) return false;
+    if (this.#projectedBytes() <= bound || this.#measure() <= bound) return false;
     await this.#renew();
     this.#freshBytes = 0;
     return true;
   }
 
   /**
-   * The caches' bytes, measured (`sizeBytes` walks every entry: ~16 ms at 10,000 entries) only
-   * when their entries have grown by a quarter since the last measure, else projected from it
-   * by the entry count (kept by lancedb, free to read). A process whose views are all loaded
-   * adds no entry, and measures nothing.
+   * The caches' bytes as last measured, scaled by their entry count (kept by lancedb, free to
+   * read); none (infinite) once the entries have grown by a quarter since, which calls for a
+   * measure (`sizeBytes` walks every entry: ~16 ms at 10,000). A process whose views are all
+   * loaded adds no entry, and measures nothing.
    */
-  #estimatedBytes(): number {
+  #projectedBytes(): number {
     const items = this.#generation.session.approxNumItems();
     const last = this.#generation.measured;
-    if (last.items > 0 && items < last.items * REMEASURE_GROWTH) {
-      return (last.bytes / last.items) * items;
-    }
-    return this.#measure();
+    const fresh = last.items > 0 && items < last.items * REMEASURE_GROWTH;
+    return fresh ? (last.bytes / last.items) * items : Number.POSITIVE_INFINITY;
   }
 
   #measure(): number {
