@@ -134,12 +134,11 @@ export async function runBench(
 }
 
 /**
- * `--all`: every cell of the report, each part its own run of one commit, then the report; 173
- * min on this machine (2 cores) at 03d38c3. The parts, in order: big-index (21.6 min), the
- * static matrix of each dataset on every default path with batches of 1 and 100 (136.5 min for
- * the three), the living dataset
- * prepared (60 commits, a reindex among them; 6.1 min) and not (30; 2.5 min), the cost of
- * unindexed rows (6.1 min). `--parts` runs some of them: a rerun split over sittings, each of
+ * `--all`: every cell of the report, each part its own run of one commit, then the report; 162
+ * min on this machine (2 cores) at 30d0047. The parts, in order: big-index (30.6 min), the
+ * static matrix of each dataset on every default path with batches of 1 and 100 (116.8 min for
+ * the three), the living dataset prepared (60 commits, a reindex among them; 5.9 min) and not
+ * (30; 2.4 min), the cost of unindexed rows (6.3 min). `--parts` runs some of them: a rerun split over sittings, each of
  * the same commit (the report takes every cell from that commit).
  */
 export function allRuns(base: BenchOptions): { name: AllPart; options: BenchOptions }[] {
