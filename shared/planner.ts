@@ -10,7 +10,7 @@ import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choic
 import { lanceMessage } from "./lance/errors.js";
 import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
-import { DEFAULT_NPROBES, type ExecutionProfile, splitWork } from "./strategy.js";
+import { DEFAULT_NPROBES, type ExecutionProfile, type SplitInput, splitWork } from "./strategy.js";
 import type { SegmentTask } from "./tasks.js";
 import type { FlatFragment } from "./units.js";
 import {
@@ -116,10 +116,18 @@ export async function plan(
         throw new FanoutError("INVALID_REQUEST", `filter: ${lanceMessage(err)}`, { cause: err });
       });
   }
-  const { units, split } = splitPlan(index, coverage, request, runtime.config.maxTasks, profile);
+  const { units, split } = splitPlan(index, coverage, request, runtime.config.maxTasks, {
+    profile,
+    storage: location.kind,
+  });
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
   const indexGroups = units.kind === "index" ? split.groups.length : 0;
-  const refine = refinePlacement(indexGroups, units.flat.length > 0, request.refineFactor);
+  const refine = refinePlacement(
+    indexGroups,
+    units.flat.length > 0,
+    request.refineFactor,
+    split.refineInMerge,
+  );
   return {
     pinned: pinnedVersion(manifest, location),
     index,
@@ -143,7 +151,7 @@ export function splitPlan(
   coverage: Coverage,
   request: ValidSearchRequest,
   maxTasks: number,
-  profile: ExecutionProfile,
+  where: Pick<SplitInput, "profile" | "storage">,
 ) {
   const units = workUnits(index, coverage);
   const split = splitWork({
@@ -158,7 +166,7 @@ export function splitPlan(
     // `select` columns or a flat group beside the index groups: the merge function runs anyway.
     mergeInvoked: (request.select?.length ?? 0) > 0 || units.flat.length > 0,
     refines: request.refineFactor !== undefined || units.flat.length > 0,
-    profile,
+    ...where,
   });
   return { units, split };
 }
@@ -167,16 +175,18 @@ export function splitPlan(
  * Where the refine step runs. Beside a flat group Lance re-scores the index candidates exactly
  * even without a refine factor (a factor of 1), so both kinds rank on one scale. Native Lance
  * refines the index's candidates only (the unindexed rows' distances are exact already), so one
- * index group refines in its task whether or not a flat group stands beside it.
+ * index group refines in its task, whether or not a flat group stands beside it, unless the
+ * split found the merge's one read of the batch's candidates faster (`inMerge`).
  */
 export function refinePlacement(
   indexGroups: number,
   flat: boolean,
   refineFactor: number | undefined,
+  inMerge: boolean,
 ): Refine | undefined {
   const factor = refineFactor ?? (flat && indexGroups > 0 ? 1 : undefined);
   if (factor === undefined || indexGroups === 0) return undefined;
-  return { where: indexGroups === 1 ? "task" : "merge", factor };
+  return { where: indexGroups === 1 && !inMerge ? "task" : "merge", factor };
 }
 
 /** What a version's plans split into groups, whatever the request's strategy and width. */

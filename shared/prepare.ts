@@ -142,7 +142,10 @@ function typicalViews(
     query: new Array<number>(index.dimension).fill(0),
     k: TYPICAL_K,
   });
-  const { units, split } = splitPlan(index, coverage, request, maxTasks, profile);
+  const { units, split } = splitPlan(index, coverage, request, maxTasks, {
+    profile,
+    storage: location.kind,
+  });
   const pinned = pinnedVersion(manifest, location);
   return [...split.groups, ...units.flat].map((g) => viewSpecOfGroup(pinned, index.name, g));
 }

@@ -56,6 +56,11 @@ export interface Split {
   readonly chunks: readonly (readonly [number, number])[];
   /** Estimated latency of the whole fan-out, in ms. */
   readonly estimatedMs: number;
+  /**
+   * The refine runs in the merge, once over the global candidates: always with several groups,
+   * and for one group when that is estimated faster than Lance refining in the task.
+   */
+  readonly refineInMerge: boolean;
 }
 
 export interface SplitInput {
@@ -81,6 +86,11 @@ export interface SplitInput {
    * does it in its task, several leave it to the merge, once for the global top candidates.
    */
   readonly refines: boolean;
+  /**
+   * Where the dataset is read from. On S3 a task's refine reads its candidates' rows one query
+   * at a time (a round trip each), where the merge's refine reads the whole batch's at once.
+   */
+  readonly storage: "s3" | "local";
   readonly profile: ExecutionProfile;
   readonly model?: CostModel;
 }
@@ -133,9 +143,13 @@ export function splitWork(input: SplitInput): Split {
   for (const { strategy, g, c } of candidates) {
     const groups = input.group(g);
     const chunks = chunkRanges(input.queries, c);
-    const estimatedMs = estimate(groups, chunks, input, model);
-    if (!best || estimatedMs < best.estimatedMs - 1e-9) {
-      best = { strategy, groups, chunks, estimatedMs };
+    // One group may refine in its task (as native Lance does, first: it wins ties) or in the merge.
+    const placements = !input.refines ? [false] : groups.length > 1 ? [true] : [false, true];
+    for (const refineInMerge of placements) {
+      const estimatedMs = estimate(groups, chunks, refineInMerge, input, model);
+      if (!best || estimatedMs < best.estimatedMs - 1e-9) {
+        best = { strategy, groups, chunks, estimatedMs, refineInMerge };
+      }
     }
   }
   if (!best) throw new Error("no split to choose from");
@@ -147,21 +161,24 @@ const DISPATCH_MS = 0.2;
 
 /**
  * Latency: the task invoke, waves of parallel tasks (each as slow as its slowest task), then the
- * merge invoke, which one group does not pay unless `mergeInvoked` (the planner merges it), and
- * the refine: in the task of one group, per segment and candidate; in the merge when several
- * groups leave it there (a read from storage and a re-score of the global candidates).
+ * merge invoke, which one group does not pay unless `mergeInvoked` or the merge refines (else
+ * the planner merges it), and the refine: in a task, per segment and candidate, plus on S3 a
+ * round trip per query; in the merge, one read from storage and a re-score of the global
+ * candidates.
  */
 function estimate(
   groups: readonly Group[],
   chunks: readonly (readonly [number, number])[],
+  mergeRefines: boolean,
   input: SplitInput,
   model: CostModel,
 ): number {
   const scale = input.dimension / model.referenceDimension;
   const chunk = Math.max(...chunks.map(([a, b]) => b - a));
   const missed = missedShare(groups, input.profile);
-  const mergeRefines = input.refines && groups.length > 1;
-  const taskRefine = input.refines && !mergeRefines ? model.taskRefinePerCandidateMs : 0;
+  const taskRefines = input.refines && !mergeRefines;
+  const taskRefine = taskRefines ? model.taskRefinePerCandidateMs : 0;
+  const taskRefineReadMs = taskRefines && input.storage === "s3" ? model.storageRoundTripMs : 0;
   const slowestTask = Math.max(
     model.taskFixedMs,
     ...groups.map(
@@ -171,12 +188,13 @@ function estimate(
           (g.segments.length * model.perQuerySegmentMs +
             (g.rows / 1000) * model.perQueryThousandRowsMs * scale +
             g.segments.length * input.limit * taskRefine +
+            taskRefineReadMs +
             g.segments.length * input.nprobes * missed(i) * model.storageRoundTripMs),
     ),
   );
   const tasks = groups.length * chunks.length;
   const waves = Math.ceil(tasks / Math.max(1, input.profile.parallelism));
-  const invokes = groups.length > 1 || input.mergeInvoked ? 2 : 1;
+  const invokes = groups.length > 1 || input.mergeInvoked || mergeRefines ? 2 : 1;
   const refine = mergeRefines
     ? model.refineFixedMs +
       model.storageRoundTripMs +

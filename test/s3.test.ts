@@ -9,6 +9,7 @@ import type { S3Client } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { loadConfig } from "../shared/config.js";
+import { inProcessInvoker } from "../shared/invoker.js";
 import { readManifest } from "../shared/manifest-store.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
@@ -72,6 +73,45 @@ describe("a dataset on S3", () => {
     // Views were written under the view prefix, nothing under the dataset's.
     expect((await keys("data", "fanout-views/")).length).toBeGreaterThan(0);
     expect(await keys("data", "db/")).toEqual(before);
+  });
+
+  test("a refined batch through one group refines once in the merge; answers equal native's", async () => {
+    const base = inProcessInvoker(runtime);
+    const taskFactors: (number | undefined)[] = [];
+    const merges: boolean[] = [];
+    const invoker = {
+      ...base,
+      searchSegments: (task: Parameters<typeof base.searchSegments>[0]) => {
+        taskFactors.push(task.refineFactor);
+        return base.searchSegments(task);
+      },
+      merge: (input: Parameters<typeof base.merge>[0]) => {
+        merges.push(input.refine !== undefined);
+        return base.merge(input);
+      },
+    };
+    const batch = queries(12, 8);
+    const request = {
+      dataset: ds.uri,
+      k: 10,
+      nprobes: 2,
+      refineFactor: 3,
+      strategy: "single" as const,
+    };
+    const response = await vectorSearch({ ...request, query: batch }, { runtime, invoker });
+    // On S3 a task refines one query at a time, a round trip each; the merge reads them at once.
+    expect([taskFactors, merges]).toEqual([[undefined], [true]]);
+    for (const [i, q] of batch.entries()) {
+      const native = await nativeSearch(ds, q, 10, { nprobes: 2, refineFactor: 3 });
+      const rows = response.results.filter((r) => r._query_id === i);
+      expect(rows.map((r) => r._rowid)).toEqual(native.map((h) => h.rowid));
+      expect(rows.map((r) => r._distance)).toEqual(native.map((h) => h.distance));
+    }
+    // One query keeps Lance's own refine in its task, as native does it.
+    taskFactors.length = 0;
+    merges.length = 0;
+    await vectorSearch({ ...request, query: batch[0] ?? [] }, { runtime, invoker });
+    expect([taskFactors, merges]).toEqual([[3], []]);
   });
 
   test("an IVF_RQ index: views read the dataset's index files (no copies), answers equal native", async () => {
