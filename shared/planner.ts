@@ -68,9 +68,9 @@ export function limitsOf(request: ValidSearchRequest, refine?: Refine): Limits &
 
 /**
  * Lance's refine step: the top (k + offset) × factor candidates by index distance over every
- * segment get exact distances. A task that alone sees every indexed row of its queries does it
- * as native Lance would; otherwise the merge does it once on the global candidates, so the
- * answer does not depend on how the segments were grouped.
+ * segment get exact distances. A task that alone sees every indexed row of its queries may do it
+ * as native Lance would (see {@link refinePlacement}); otherwise the merge does it once on the
+ * global candidates, so the answer does not depend on how the segments were grouped.
  */
 export interface Refine {
   readonly where: "task" | "merge";

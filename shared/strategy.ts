@@ -58,7 +58,7 @@ export interface Split {
   readonly estimatedMs: number;
   /**
    * The refine runs in the merge, once over the global candidates: always with several groups,
-   * and for one group when that is estimated faster than Lance refining in the task.
+   * and for the one group of a split that can have no other when that is estimated faster.
    */
   readonly refineInMerge: boolean;
 }
@@ -139,12 +139,17 @@ export function splitWork(input: SplitInput): Split {
       }
       break;
   }
+  // One group refines in its task, as native Lance does, unless the split can have no other
+  // group (one segment, or maxTasks 1): then the merge may refine, where it is estimated faster.
+  // Where several groups are allowed they are the better way out of a slow task refine: one
+  // unrefined group of a batch searched 1.2-1.5x slower than two on synth-many (in-process and
+  // through the local stack, run 2026-12-07T07-08-04), which the model cannot tell apart.
+  const oneGroupRefines = maxG > 1 ? [false] : [false, true];
   let best: Split | undefined;
   for (const { strategy, g, c } of candidates) {
     const groups = input.group(g);
     const chunks = chunkRanges(input.queries, c);
-    // One group may refine in its task (as native Lance does, first: it wins ties) or in the merge.
-    const placements = !input.refines ? [false] : groups.length > 1 ? [true] : [false, true];
+    const placements = !input.refines ? [false] : groups.length > 1 ? [true] : oneGroupRefines;
     for (const refineInMerge of placements) {
       const estimatedMs = estimate(groups, chunks, refineInMerge, input, model);
       if (!best || estimatedMs < best.estimatedMs - 1e-9) {

@@ -75,7 +75,7 @@ describe("a dataset on S3", () => {
     expect(await keys("data", "db/")).toEqual(before);
   });
 
-  test("a refined batch through one group refines once in the merge; answers equal native's", async () => {
+  test("a refined batch with maxTasks 1 refines once in the merge; answers equal native's", async () => {
     const base = inProcessInvoker(runtime);
     const taskFactors: (number | undefined)[] = [];
     const merges: boolean[] = [];
@@ -96,10 +96,11 @@ describe("a dataset on S3", () => {
       k: 10,
       nprobes: 2,
       refineFactor: 3,
-      strategy: "single" as const,
+      maxTasks: 1,
     };
     const response = await vectorSearch({ ...request, query: batch }, { runtime, invoker });
     // On S3 a task refines one query at a time, a round trip each; the merge reads them at once.
+    expect(response.plan.tasks).toBe(1);
     expect([taskFactors, merges]).toEqual([[undefined], [true]]);
     for (const [i, q] of batch.entries()) {
       const native = await nativeSearch(ds, q, 10, { nprobes: 2, refineFactor: 3 });

@@ -138,16 +138,17 @@ describe("splitWork", () => {
       profile: inProcess,
     };
 
-    test("a refined batch over many segments leaves its tasks unrefined and refines once in the merge", () => {
-      // Measured at 30d0047 (synth-many, in-process, batch 100): one task refining in Lance
-      // 2.75 s, two unrefined groups and the merge's refine 0.94 s.
+    test("a refined batch over many segments goes to unrefined groups and one refine in the merge", () => {
       const split = splitWork(batch);
+      expect(split.strategy).toBe("segments");
+      expect(split.groups.length).toBeGreaterThan(1);
       expect(split.refineInMerge).toBe(true);
       const single = splitWork({ ...batch, strategy: "single" });
-      expect(single.refineInMerge).toBe(true);
-      // Query chunks refine in the merge as well, and add a task's fixed cost per chunk.
+      expect(single.refineInMerge).toBe(false);
+      expect(split.estimatedMs).toBeLessThan(single.estimatedMs);
+      // Query chunks each refine every segment's candidates again: no better than one task here.
       const queries = splitWork({ ...batch, strategy: "queries" }).estimatedMs;
-      expect(queries).toBeGreaterThanOrEqual(split.estimatedMs);
+      expect(queries).toBeGreaterThanOrEqual(single.estimatedMs);
     });
 
     test("one query of the same search, or a batch without a refine, keeps one task", () => {
@@ -183,23 +184,33 @@ describe("splitWork", () => {
       profile: stack,
     };
 
-    test("one group's refine moves to the merge: one read of the batch's candidates, not one per query", () => {
+    test("auto leaves the refine to the merge: one read of the batch's candidates, not one per query", () => {
       // Measured at 30d0047: one task refining its batch of 100 took 3.89 s, two unrefined
       // groups and the merge's refine 2.44 s (bench/README.md, fashion-mnist, stack, batch 100).
-      for (const strategy of ["auto", "single"] as const) {
-        const split = splitWork({ ...batch, strategy });
-        expect(split.refineInMerge).toBe(true);
-      }
+      const split = splitWork(batch);
+      expect(split.groups.length).toBeGreaterThan(1);
+      expect(split.refineInMerge).toBe(true);
+      // Read from local files the task's refine costs no round trips: one task, as at 30d0047.
+      const local = splitWork({ ...batch, storage: "local" });
+      expect([local.groups.length, local.refineInMerge]).toEqual([1, false]);
     });
 
-    test("one query keeps its refine in its task, and so does a batch read from local files", () => {
-      expect(splitWork({ ...batch, queries: 1 }).refineInMerge).toBe(false);
-      const local = splitWork({ ...batch, storage: "local", strategy: "single" });
-      expect(local.refineInMerge).toBe(false);
+    test("one group that can have no other (maxTasks 1, or one segment) refines in the merge", () => {
+      expect(splitWork({ ...batch, maxTasks: 1 }).refineInMerge).toBe(true);
+      const oneSegment = {
+        ...batch,
+        units: 1,
+        group: (g: number) => groupSegments(nine.slice(0, 1), g),
+      };
+      expect(splitWork(oneSegment).refineInMerge).toBe(true);
+      // `single` with several segments refines in its task, as one native search does.
+      expect(splitWork({ ...batch, strategy: "single" }).refineInMerge).toBe(false);
     });
 
-    test("several groups always refine in the merge; nothing to place without a refine", () => {
-      expect(splitWork({ ...batch, strategy: "segments", queries: 1 }).refineInMerge).toBe(true);
+    test("one query keeps its refine in its task; nothing to place without a refine", () => {
+      const one = splitWork({ ...batch, queries: 1 });
+      expect([one.groups.length, one.refineInMerge]).toEqual([1, false]);
+      expect(splitWork({ ...batch, queries: 1, maxTasks: 1 }).refineInMerge).toBe(false);
       expect(splitWork({ ...batch, refines: false }).refineInMerge).toBe(false);
     });
   });
