@@ -57,8 +57,9 @@ export interface Split {
   /** Estimated latency of the whole fan-out, in ms. */
   readonly estimatedMs: number;
   /**
-   * The refine runs in the merge, once over the global candidates: always with several groups,
-   * and for the one group of a split that can have no other when that is estimated faster.
+   * A refining search refines in the merge, once over the global candidates: always with
+   * several groups, and for the one group of a split that can have no other when that is
+   * estimated faster. False when nothing is refined.
    */
   readonly refineInMerge: boolean;
 }
