@@ -10,7 +10,13 @@ import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choic
 import { lanceMessage } from "./lance/errors.js";
 import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
-import { DEFAULT_NPROBES, type ExecutionProfile, type SplitInput, splitWork } from "./strategy.js";
+import {
+  DEFAULT_NPROBES,
+  type ExecutionProfile,
+  type Split,
+  type SplitInput,
+  splitWork,
+} from "./strategy.js";
 import type { SegmentTask } from "./tasks.js";
 import type { FlatFragment } from "./units.js";
 import {
@@ -122,12 +128,7 @@ export async function plan(
   });
   const unindexedRows = index.unindexed.reduce((sum, f) => sum + f.rows, 0);
   const indexGroups = units.kind === "index" ? split.groups.length : 0;
-  const refine = refinePlacement(
-    indexGroups,
-    units.flat.length > 0,
-    request.refineFactor,
-    split.refineInMerge,
-  );
+  const refine = refinePlacement(indexGroups, units.flat.length > 0, request.refineFactor, split);
   return {
     pinned: pinnedVersion(manifest, location),
     index,
@@ -175,18 +176,18 @@ export function splitPlan(
  * Where the refine step runs. Beside a flat group Lance re-scores the index candidates exactly
  * even without a refine factor (a factor of 1), so both kinds rank on one scale. Native Lance
  * refines the index's candidates only (the unindexed rows' distances are exact already), so one
- * index group refines in its task, whether or not a flat group stands beside it, unless the
- * split found the merge's one read of the batch's candidates faster (`inMerge`).
+ * index group may refine in its task whether or not a flat group stands beside it; the split
+ * chose where (`Split.refineInMerge`, which priced the same refine: see `splitPlan`).
  */
 export function refinePlacement(
   indexGroups: number,
   flat: boolean,
   refineFactor: number | undefined,
-  inMerge: boolean,
+  split: Pick<Split, "refineInMerge">,
 ): Refine | undefined {
   const factor = refineFactor ?? (flat && indexGroups > 0 ? 1 : undefined);
   if (factor === undefined || indexGroups === 0) return undefined;
-  return { where: indexGroups === 1 && !inMerge ? "task" : "merge", factor };
+  return { where: split.refineInMerge ? "merge" : "task", factor };
 }
 
 /** What a version's plans split into groups, whatever the request's strategy and width. */

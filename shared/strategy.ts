@@ -83,13 +83,14 @@ export interface SplitInput {
    */
   readonly mergeInvoked: boolean;
   /**
-   * The search refines (a refine factor, or a flat group beside the index): one index group
-   * does it in its task, several leave it to the merge, once for the global top candidates.
+   * The search refines (a refine factor, or a flat group beside the index): in the task of
+   * one index group, or once in the merge (see {@link Split.refineInMerge}).
    */
   readonly refines: boolean;
   /**
-   * Where the dataset is read from. On S3 a task's refine reads its candidates' rows one query
-   * at a time (a round trip each), where the merge's refine reads the whole batch's at once.
+   * Where the dataset is read from. On S3 a task's refine is priced a round trip per query (its
+   * queries read their candidates' rows in turn: through the local stack a one-task batch of
+   * 100 took about as long as 100 single queries), the merge's one read for the whole batch.
    */
   readonly storage: "s3" | "local";
   readonly profile: ExecutionProfile;

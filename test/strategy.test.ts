@@ -25,6 +25,17 @@ const uuid = (i: number) => `00000000-0000-4000-8000-${String(i).padStart(12, "0
 
 const MB = 1024 * 1024;
 
+/** `count` segments of `rows` rows each, of unknown index size; uuids from `first`. */
+const equalSegments = (count: number, rows: number, first: number) =>
+  Array.from({ length: count }, (_, i) => ({
+    uuid: uuid(first + i),
+    created: i,
+    fragments: [i],
+    rows,
+    physicalRows: rows,
+    indexBytes: null,
+  }));
+
 describe("splitWork", () => {
   const segments = Array.from({ length: 8 }, (_, i) => ({
     uuid: uuid(i),
@@ -116,15 +127,7 @@ describe("splitWork", () => {
 
   describe("batches on one process's cores (tasks overlap little: parallelism 1)", () => {
     /** 68 small segments and 40 candidates per query, as synth-many with k 10, refineFactor 4. */
-    const many = Array.from({ length: 68 }, (_, i) => ({
-      ...segments[0],
-      uuid: uuid(100 + i),
-      created: i,
-      fragments: [i],
-      rows: 3765,
-      physicalRows: 3765,
-      indexBytes: null,
-    }));
+    const many = equalSegments(68, 3765, 100);
     const inProcess = { ...lambda, parallelism: 1, invokeMs: 0, slots: 1 };
     const batch = {
       ...base,
@@ -161,15 +164,7 @@ describe("splitWork", () => {
 
   describe("a refined batch read from S3 (fashion-mnist's shape through the local stack)", () => {
     /** 9 segments of 784-d, 40 candidates per query (k 10, refineFactor 4), tasks in turn. */
-    const nine = Array.from({ length: 9 }, (_, i) => ({
-      ...segments[0],
-      uuid: uuid(200 + i),
-      created: i,
-      fragments: [i],
-      rows: 7667,
-      physicalRows: 7667,
-      indexBytes: null,
-    }));
+    const nine = equalSegments(9, 7667, 200);
     const stack = { ...lambda, parallelism: 1, invokeMs: 3, slots: 1 };
     const batch = {
       ...base,
