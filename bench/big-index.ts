@@ -25,7 +25,7 @@ import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import type { DatasetContext } from "./context.js";
 import { CACHE_DIR, recallAtK, TABLE } from "./datasets.js";
 import { selfResources } from "./env.js";
-import { invokePlanner, nativeSearch } from "./modes.js";
+import { invokePlanner, nativeSearch, type PlanRecord, planRecordOf } from "./modes.js";
 import {
   type BenchStack,
   BUCKET,
@@ -49,11 +49,12 @@ const CACHE_MB = 128;
 const MB = 1024 * 1024;
 
 type Width = (typeof WIDTHS)[number] | "auto";
-type Search = (query: number[]) => Promise<{ ids: string[]; tasks: number }>;
+type Search = (query: number[]) => Promise<{ ids: string[]; tasks: number; plan?: PlanRecord }>;
 
 /** One timed block of queries and what it cost. */
 interface Sample {
   readonly tasks: number;
+  readonly plan: PlanRecord | undefined;
   readonly ms: readonly number[];
   readonly answers: readonly string[][];
   readonly truth: readonly string[][];
@@ -117,17 +118,19 @@ async function atLatency(ctx: DatasetContext, latencyMs: number): Promise<void> 
     const ms: number[] = [];
     const answers: string[][] = [];
     let tasks = 0;
+    let plan: PlanRecord | undefined;
     for (const q of queries) {
       const started = performance.now();
       const answer = await search(q);
       ms.push(performance.now() - started);
       answers.push(answer.ids);
       tasks = answer.tasks;
+      plan = answer.plan;
     }
     const after = meter();
     const cpu = new Map([...after.cpu].map(([role, t]) => [role, t - (before.cpu.get(role) ?? 0)]));
     const [gets, bytes] = [after.gets - before.gets, after.bytes - before.bytes];
-    return { tasks, ms, answers, truth: truth.slice(0, queries.length), gets, bytes, cpu };
+    return { tasks, plan, ms, answers, truth: truth.slice(0, queries.length), gets, bytes, cpu };
   };
   const measure = async (search: Search, queries?: number[][]) =>
     figuresOf([await sample(search, queries)]);
@@ -150,7 +153,7 @@ async function atLatency(ctx: DatasetContext, latencyMs: number): Promise<void> 
       const request = requestFor(ctx, uri, width);
       return async (q) => {
         const response = await invokePlanner<SearchResponse>(client, { ...request, query: q });
-        return { ids: response.results.map((r) => r._rowid), tasks: response.plan.tasks };
+        return answerOf(response);
       };
     };
     const modes = [...WIDTHS, "auto"] as const;
@@ -266,7 +269,7 @@ async function measureInProcess(
         runtime,
         invoker,
       });
-      return { ids: response.results.map((r) => r._rowid), tasks: response.plan.tasks };
+      return answerOf(response);
     };
     await emit("in-process", modeOf(width), await measure(search, queries));
   }
@@ -283,6 +286,12 @@ function requestFor(ctx: DatasetContext, uri: string, width: Width) {
   };
 }
 
+const answerOf = (response: SearchResponse) => ({
+  ids: response.results.map((r) => r._rowid),
+  tasks: response.plan.tasks,
+  plan: planRecordOf(response),
+});
+
 const modeOf = (width: Width) => (width === "auto" ? "auto" : `G=${width}`);
 
 /** The figures of one mode, its blocks pooled (each block's p50 beside them when there are several). */
@@ -292,8 +301,14 @@ function figuresOf(samples: readonly Sample[]) {
   const sum = (f: (s: Sample) => number) => samples.reduce((a, s) => a + f(s), 0);
   const cpu = new Map<string, number>();
   for (const s of samples) for (const [role, t] of s.cpu) cpu.set(role, (cpu.get(role) ?? 0) + t);
+  const plans = [
+    ...new Map(
+      samples.flatMap((s) => (s.plan ? [s.plan] : [])).map((p) => [JSON.stringify(p), p]),
+    ).values(),
+  ];
   return {
     tasks: samples.at(-1)?.tasks ?? 0,
+    ...(plans.length > 0 ? { plans } : {}),
     queries: n,
     p50: round(percentile(ms, 0.5), 1),
     p99: round(percentile(ms, 0.99), 1),

@@ -8,6 +8,7 @@
  * per chunk, concurrently. `BENCH_STRATEGY=off` forces the emulation (the one-line switch).
  * @module
  */
+import { createHash } from "node:crypto";
 import { InvokeCommand, type LambdaClient } from "@aws-sdk/client-lambda";
 import * as lancedb from "@lancedb/lancedb";
 import { readInvokeOutput } from "../functions/common/invoke-output.js";
@@ -45,11 +46,35 @@ export function modeId(mode: Mode): string {
     : `${mode.name}/${mode.width}`;
 }
 
+/**
+ * The work a product answer was split into, whatever the mode that asked for it: two modes with
+ * the same plan ran the same tasks, so what tells their timings apart is the run's spread.
+ */
+export interface PlanRecord {
+  readonly groups: number;
+  readonly chunks: number;
+  readonly refine: string;
+  /** The groups' segments, hashed: which segments went together. */
+  readonly signature: string;
+}
+
+export function planRecordOf({ plan }: SearchResponse): PlanRecord {
+  const segments = JSON.stringify(plan.groups.map((g) => [g.kind, g.segments]));
+  return {
+    groups: plan.groups.length,
+    chunks: plan.queryChunks,
+    refine: plan.refine,
+    signature: createHash("sha256").update(segments).digest("hex").slice(0, 12),
+  };
+}
+
 /** What one search answered, per query: row ids best first. */
 export interface Answer {
   readonly ids: string[][];
   /** Tasks the product ran (0 for native). */
   readonly tasks: number;
+  /** The product's plan (none for native, or for the emulated `queries` mode's several requests). */
+  readonly plan?: PlanRecord;
   /** Per-phase milliseconds, where the path can see them. */
   readonly phases?: Phases;
 }
@@ -121,14 +146,13 @@ async function productSearch(
   mode: Mode,
   queries: readonly number[][],
   send: (request: Record<string, unknown>) => Promise<SearchResponse>,
-): Promise<{ ids: string[][]; tasks: number; responses: SearchResponse[] }> {
+): Promise<Omit<Answer, "phases">> {
   if (mode.name === "queries" && !PRODUCT_HAS_STRATEGY && queries.length > 1) {
     const parts = chunk(queries, mode.width);
     const responses = await Promise.all(parts.map((part) => send({ ...request, query: part })));
     return {
       ids: responses.flatMap((r, i) => idsOf(r, parts[i]?.length ?? 0)),
       tasks: responses.reduce((s, r) => s + r.plan.tasks, 0),
-      responses,
     };
   }
   const query = queries.length === 1 ? queries[0] : queries;
@@ -136,7 +160,7 @@ async function productSearch(
   return {
     ids: idsOf(response, queries.length),
     tasks: response.plan.tasks,
-    responses: [response],
+    plan: planRecordOf(response),
   };
 }
 
@@ -262,8 +286,7 @@ export async function inProcessTarget(
         { plan: 0, views: 0, search: 0, merge: 0 },
       );
       return {
-        ids: out.ids,
-        tasks: out.tasks,
+        ...out,
         phases: {
           plan: Math.max(0, total - slowest.views - slowest.search - sink.merge),
           views: slowest.views,
@@ -318,8 +341,7 @@ export async function stackTarget(
       }
       const request = productRequest(info, s3Uri, params, mode);
       if (!request) throw new Error(`mode ${mode.name} is not available in this product version`);
-      const out = await productSearch(request, mode, queries, send);
-      return { ids: out.ids, tasks: out.tasks };
+      return productSearch(request, mode, queries, send);
     },
     async warmUp(mode, queries) {
       // Prewarming workers hold the whole index of a view, whatever query opened it; workers that

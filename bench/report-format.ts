@@ -63,3 +63,36 @@ export function svgFrame(title: string, box: SvgBox, xLabel: string, yLabel: str
 export function escapeXml(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
+
+/** A row's plans (bench/modes.ts `PlanRecord`): recorded since the runs after f048c3e. */
+interface Planned {
+  readonly p50: number;
+  readonly plans?: readonly { groups: number; chunks: number; refine: string }[];
+}
+
+const onePlan = (r: Planned) => (r.plans?.length === 1 ? JSON.stringify(r.plans[0]) : undefined);
+
+/** A row's one plan, in words ("2 groups x 1 chunk, refine in the merge"), if it had one. */
+export function planText(r: Planned): string | undefined {
+  const plan = r.plans?.length === 1 ? r.plans[0] : undefined;
+  if (!plan) return undefined;
+  const refine = plan.refine === "none" ? "no refine" : `refine in the ${plan.refine}`;
+  return `${plan.groups} group${plan.groups === 1 ? "" : "s"} x ${plan.chunks} chunk${plan.chunks === 1 ? "" : "s"}, ${refine}`;
+}
+
+/**
+ * The fixed mode, of those within 1.1x of the best (`bestP50`), that ran the one plan `auto`
+ * ran, if any. Such a pair ran the same tasks, so what tells their p50s apart is the spread of
+ * one plan over the run, not `auto`'s choice: the auto goals count it as met, and say so.
+ */
+export function planTwin<T extends Planned>(
+  auto: T,
+  fixed: readonly T[],
+  bestP50: number,
+): T | undefined {
+  const key = onePlan(auto);
+  if (key === undefined) return undefined;
+  return fixed
+    .filter((r) => onePlan(r) === key && r.p50 <= 1.1 * bestP50)
+    .sort((a, b) => a.p50 - b.p50)[0];
+}

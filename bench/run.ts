@@ -56,6 +56,7 @@ import {
   type ModeName,
   modeId,
   type Phases,
+  type PlanRecord,
   PRODUCT_HAS_STRATEGY,
   stackTarget,
   type Target,
@@ -246,8 +247,31 @@ interface Series {
   answers: string[][];
   truth: string[][];
   tasks: number;
+  /** The distinct plans the product answered with (one, unless the plan changed during the run). */
+  plans: PlanRecord[];
   phases: Phases[];
   errors: string[];
+}
+
+function newSeries(): Series {
+  return {
+    durations: [],
+    blocks: [],
+    answers: [],
+    truth: [],
+    tasks: 0,
+    plans: [],
+    phases: [],
+    errors: [],
+  };
+}
+
+/** Keeps `answer`'s plan in `entry` if it is a new one. */
+function notePlan(entry: Series, answer: Answer): void {
+  const { plan } = answer;
+  if (plan && !entry.plans.some((p) => JSON.stringify(p) === JSON.stringify(plan))) {
+    entry.plans.push(plan);
+  }
 }
 
 async function timed(target: Target, mode: Mode, queries: number[][]): Promise<[number, Answer]> {
@@ -268,12 +292,7 @@ async function measureWorkloads(
     const modes = modesFor(ctx, batch);
     const samples = batch === 1 ? options.queries : options.batchRepeats;
     const warmup = batch === 1 ? options.warmup : Math.min(options.warmup, BATCH_WARMUP);
-    const series = new Map<string, Series>(
-      modes.map((m) => [
-        modeId(m),
-        { durations: [], blocks: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
-      ]),
-    );
+    const series = new Map<string, Series>(modes.map((m) => [modeId(m), newSeries()]));
     options.log(
       `${ctx.info.name} ${label} batch ${batch}: ${modes.map(modeId).join(" ")} x ${samples}`,
     );
@@ -334,6 +353,7 @@ async function sampleInto(
     entry.answers.push(...answer.ids);
     entry.truth.push(...truthFor(ctx, batch, s));
     entry.tasks = answer.tasks;
+    notePlan(entry, answer);
     if (answer.phases) entry.phases.push(answer.phases);
   } catch (err) {
     entry.errors.push(String(err));
@@ -366,6 +386,7 @@ async function emitSeries(
       mode: mode.name,
       width: mode.width,
       tasks: s.tasks,
+      ...(s.plans.length > 0 ? { plans: s.plans } : {}),
       recall,
       nativeRecall: round(nativeRecall, 4),
       recallThreshold: round(threshold, 4),
@@ -570,12 +591,7 @@ async function coldPhase(
     const uri = await uploadDataset(stack, info);
     const dbUri = uri.slice(0, uri.lastIndexOf("/"));
     const modes = modesFor(ctx, 1).filter((m) => m.name !== "queries");
-    const series = new Map<string, Series>(
-      modes.map((m) => [
-        modeId(m),
-        { durations: [], blocks: [], answers: [], truth: [], tasks: 0, phases: [], errors: [] },
-      ]),
-    );
+    const series = new Map<string, Series>(modes.map((m) => [modeId(m), newSeries()]));
     const childResources: ProcessResources[] = [];
     const next = random(options.seed + 1);
     const loadStart = loadavg();
@@ -614,6 +630,7 @@ async function coldPhase(
             ms = t;
             ids = answer.ids;
             entry.tasks = answer.tasks;
+            notePlan(entry, answer);
           }
           entry.durations.push(ms);
           entry.answers.push(...ids);

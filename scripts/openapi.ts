@@ -61,13 +61,17 @@ const planResponse = (withResults: boolean) => ({
     },
     plan: {
       type: "object",
-      required: ["strategy", "tasks", "queryChunks", "estimatedMs", "groups"],
+      required: ["strategy", "tasks", "queryChunks", "estimatedMs", "refine", "groups"],
       additionalProperties: false,
       properties: {
         strategy: { enum: STRATEGIES.filter((s) => s !== "auto") },
         tasks: { type: "integer", minimum: 0 },
         queryChunks: { type: "integer", minimum: 1 },
         estimatedMs: { type: "number" },
+        refine: {
+          enum: ["task", "merge", "none"],
+          description: "where index candidates get exact distances (see Refine)",
+        },
         groups: { type: "array", items: group(withResults) },
       },
     },

@@ -8,7 +8,7 @@ import { type Invoker, inProcessInvoker } from "./invoker.js";
 import { isMissingObject } from "./manifest-store.js";
 import { mergeInputs, mergesHere, runMerge } from "./merge.js";
 import { withinPayloadLimit } from "./payload.js";
-import { plan, type SearchPlan, tasksOf } from "./planner.js";
+import { plan, type Refine, type SearchPlan, tasksOf } from "./planner.js";
 import { parseSearchRequest, type SearchRequest, type ValidSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
 import type { ResultRow, SegmentTask, TaskCandidates } from "./tasks.js";
@@ -36,6 +36,8 @@ export interface PlanResponse {
     readonly tasks: number;
     readonly queryChunks: number;
     readonly estimatedMs: number;
+    /** Where index candidates get exact distances: in each index task, once in the merge, or nowhere. */
+    readonly refine: Refine["where"] | "none";
     readonly groups: readonly {
       readonly kind: "index" | "flat";
       readonly segments: readonly string[];
@@ -188,6 +190,7 @@ function describePlan(searchPlan: SearchPlan): PlanResponse {
       tasks: groups.length * chunks.length,
       queryChunks: chunks.length,
       estimatedMs: Math.round(searchPlan.estimatedMs * 100) / 100,
+      refine: searchPlan.refine?.where ?? "none",
       groups: groups.map((g) => ({
         kind: g.kind,
         segments: g.segments,

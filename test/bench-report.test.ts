@@ -93,6 +93,34 @@ describe("big-index goals", () => {
     expect(verdict("peak RSS")).toBe("missed: 600 MiB");
   });
 
+  it("counts auto as met only when it ran the one plan of a mode within 1.1x of the best", () => {
+    const plan = (groups: number, refine = "none") => [
+      { groups, chunks: 1, refine, signature: `s${groups}` },
+    ];
+    const withPlans = (autoPlans: unknown, g8Plans: unknown) =>
+      records.map((r) =>
+        r.mode === "auto"
+          ? { ...r, plans: autoPlans }
+          : r.mode === "G=8"
+            ? { ...r, plans: g8Plans }
+            : r,
+      );
+    const autoVerdict = (rs: Rec[]) =>
+      bigIndexGoals(rs).find((g) => g.goal.includes("auto within 1.1x"))?.verdict;
+    expect(autoVerdict(withPlans(plan(6), plan(6)))).toBe(
+      "met: the plan of G=8 (30.0 ms); 1.20x is one plan's spread",
+    );
+    // Another plan, another refine, or plans that changed during the run: judged by time.
+    expect(autoVerdict(withPlans(plan(4), plan(6)))).toBe("missed: 1.20x");
+    expect(autoVerdict(withPlans(plan(6, "merge"), plan(6)))).toBe("missed: 1.20x");
+    expect(autoVerdict(withPlans([...plan(6), ...plan(4)], plan(6)))).toBe("missed: 1.20x");
+    // The twin must itself be within 1.1x of the best: G=1 runs auto's plan here, at 310 ms.
+    const slowTwin = records.map((r) =>
+      r.mode === "auto" || r.mode === "G=1" ? { ...r, plans: plan(1) } : r,
+    );
+    expect(autoVerdict(slowTwin)).toBe("missed: 1.20x");
+  });
+
   it("puts the contention of two shared cores at CPU / 2 - the critical path", () => {
     const text = bigIndexSection(records).join("\n");
     // (10 + 60 + 2 + 20) / 2 - (10 + 12 + 2) = 22 ms of G=8's 30: 8 ms without it, 1.6x unbounded.

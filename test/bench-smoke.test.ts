@@ -88,6 +88,10 @@ describe("bench smoke run", () => {
       expect((m.durationsMs as number[]).length).toBe(m.n);
       expect(m.p50).toBeGreaterThan(0);
       expect(m.p95).toBeGreaterThanOrEqual(m.p50 as number);
+      // Each product mode says what plan it ran, so the report can tell a choice from the spread.
+      const plans = m.plans as { groups: number; chunks: number }[] | undefined;
+      if (m.mode === "native") expect(plans).toBeUndefined();
+      else expect(plans?.map((p) => p.groups * p.chunks)).toEqual([m.tasks]);
     }
     const profile = records.find((r) => r.type === "task-profile") as { fit: { points: number } };
     expect(profile.fit.points).toBeGreaterThan(0);

@@ -436,6 +436,27 @@ describe("strategies on a real dataset", () => {
     expect(await readdir(fresh.config.localViewRoot)).toEqual([]);
   });
 
+  test("a plan says where its refine runs: nowhere, in its one task, or in the merge", async () => {
+    const explain = async (extra: object) =>
+      (
+        await vectorSearch(
+          { dataset: ds.uri, query: QUERIES, k: 10, explain: true, ...extra },
+          { runtime },
+        )
+      ).plan;
+    expect((await explain({ strategy: "segments" })).refine).toBe("none");
+    const fanned = await explain({ strategy: "segments", refineFactor: 2 });
+    expect([fanned.groups.length, fanned.refine]).toEqual([ds.segments, "merge"]);
+    // Several groups were allowed, so one group refines as one native search does.
+    const one = await explain({
+      strategy: "auto",
+      maxTasks: ds.segments,
+      refineFactor: 2,
+      query: [QUERIES[0]],
+    });
+    expect([one.groups.length, one.refine]).toEqual([1, "task"]);
+  });
+
   test.each([
     ["", undefined],
     [" (refined in the merges)", 2],
