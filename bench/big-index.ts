@@ -25,7 +25,13 @@ import { type SearchResponse, vectorSearch } from "../shared/search.js";
 import type { DatasetContext } from "./context.js";
 import { CACHE_DIR, recallAtK, TABLE } from "./datasets.js";
 import { selfResources } from "./env.js";
-import { invokePlanner, nativeSearch, type PlanRecord, planRecordOf } from "./modes.js";
+import {
+  distinctPlans,
+  invokePlanner,
+  nativeSearch,
+  type PlanRecord,
+  planRecordOf,
+} from "./modes.js";
 import {
   type BenchStack,
   BUCKET,
@@ -301,11 +307,7 @@ function figuresOf(samples: readonly Sample[]) {
   const sum = (f: (s: Sample) => number) => samples.reduce((a, s) => a + f(s), 0);
   const cpu = new Map<string, number>();
   for (const s of samples) for (const [role, t] of s.cpu) cpu.set(role, (cpu.get(role) ?? 0) + t);
-  const plans = [
-    ...new Map(
-      samples.flatMap((s) => (s.plan ? [s.plan] : [])).map((p) => [JSON.stringify(p), p]),
-    ).values(),
-  ];
+  const plans = distinctPlans(samples.map((s) => s.plan));
   return {
     tasks: samples.at(-1)?.tasks ?? 0,
     ...(plans.length > 0 ? { plans } : {}),

@@ -68,6 +68,11 @@ export function planRecordOf({ plan }: SearchResponse): PlanRecord {
   };
 }
 
+/** The distinct plans among `plans`, in the order first seen. */
+export function distinctPlans(plans: readonly (PlanRecord | undefined)[]): PlanRecord[] {
+  return [...new Map(plans.flatMap((p) => (p ? [[JSON.stringify(p), p] as const] : []))).values()];
+}
+
 /** What one search answered, per query: row ids best first. */
 export interface Answer {
   readonly ids: string[][];

@@ -5,7 +5,14 @@
  * @module
  */
 import type { CpuPerQuery } from "./big-index.js";
-import { fmt, type Goal, planText, planTwin, type Rec } from "./report-format.js";
+import {
+  fmt,
+  type Goal,
+  planText,
+  planTwin,
+  type Rec,
+  type RecordedPlan,
+} from "./report-format.js";
 
 interface BigIndexRecord extends Rec {
   readonly dataset: string;
@@ -26,7 +33,7 @@ interface BigIndexRecord extends Rec {
   readonly kbPerQuery?: number;
   readonly cpuMsPerQuery?: CpuPerQuery;
   readonly recall: number;
-  readonly plans?: readonly { groups: number; chunks: number; refine: string }[];
+  readonly plans?: readonly RecordedPlan[];
 }
 
 /**

@@ -64,10 +64,16 @@ export function escapeXml(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
 
-/** A row's plans (bench/modes.ts `PlanRecord`): recorded since the runs after f048c3e. */
+/** A plan as a record keeps it (bench/modes.ts `PlanRecord`): recorded since the runs after f048c3e. */
+export interface RecordedPlan {
+  readonly groups: number;
+  readonly chunks: number;
+  readonly refine: string;
+}
+
 interface Planned {
   readonly p50: number;
-  readonly plans?: readonly { groups: number; chunks: number; refine: string }[];
+  readonly plans?: readonly RecordedPlan[];
 }
 
 const onePlan = (r: Planned) => (r.plans?.length === 1 ? JSON.stringify(r.plans[0]) : undefined);

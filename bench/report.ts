@@ -19,6 +19,7 @@ import {
   planText,
   planTwin,
   type Rec,
+  type RecordedPlan,
   reportCommit,
   svgFrame,
 } from "./report-format.js";
@@ -39,7 +40,7 @@ interface Measurement extends Rec {
   recall: number;
   nativeRecall: number;
   phasesP50?: { plan: number; views: number; search: number; merge: number };
-  plans?: { groups: number; chunks: number; refine: string }[];
+  plans?: RecordedPlan[];
 }
 
 export async function loadRecords(dir: string): Promise<Rec[]> {
@@ -496,6 +497,11 @@ export async function writeReport(
     "exact (flat) search on the same version. A mode whose recall is below native recall - 0.01",
     "gets no performance record. Batches run segment fan-out up to G = 8 with one warm-up sample",
     "(wider plans of a batch were 2-5x slower than one task in every earlier run).",
+    "Each product row records the plans it ran (groups x query chunks, where the refine ran, and",
+    "which segments went together). `auto` is judged against the best fixed mode: met within",
+    "1.1x, and also when it ran the one plan of a fixed mode within 1.1x of the best, since two",
+    "rows of the same plan ran the same tasks and differ by the run's spread only (the verdict",
+    "says so, with both figures).",
     "",
     "```sh",
     "npm run bench -- --all                          # every cell of this report, one run per part (~3 h)",

@@ -51,6 +51,7 @@ import { fitTasks, type TaskPoint } from "./model.js";
 import {
   ALL_MODES,
   type Answer,
+  distinctPlans,
   inProcessTarget,
   type Mode,
   type ModeName,
@@ -268,10 +269,7 @@ function newSeries(): Series {
 
 /** Keeps `answer`'s plan in `entry` if it is a new one. */
 function notePlan(entry: Series, answer: Answer): void {
-  const { plan } = answer;
-  if (plan && !entry.plans.some((p) => JSON.stringify(p) === JSON.stringify(plan))) {
-    entry.plans.push(plan);
-  }
+  entry.plans = distinctPlans([...entry.plans, answer.plan]);
 }
 
 async function timed(target: Target, mode: Mode, queries: number[][]): Promise<[number, Answer]> {
