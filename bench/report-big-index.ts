@@ -12,6 +12,7 @@ import {
   planTwin,
   type Rec,
   type RecordedPlan,
+  twinVerdict,
 } from "./report-format.js";
 
 interface BigIndexRecord extends Rec {
@@ -190,7 +191,7 @@ function autoAgainst(
       ratio <= 1.1
         ? "met"
         : twin
-          ? `met: the plan of ${twin.mode} (${fmt(twin.p50, 1)} ms); ${fmt(ratio)}x is one plan's spread`
+          ? twinVerdict(twin.mode, fmt(twin.p50, 1), ratio)
           : `missed: ${fmt(ratio)}x`,
   };
 }

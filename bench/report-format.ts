@@ -102,3 +102,7 @@ export function planTwin<T extends Planned>(
     .filter((r) => onePlan(r) === key && r.p50 <= 1.1 * bestP50)
     .sort((a, b) => a.p50 - b.p50)[0];
 }
+
+/** The verdict of an `auto` goal met through {@link planTwin}: whose plan, and the gap it explains. */
+export const twinVerdict = (mode: string, p50: string, ratio: number) =>
+  `met: the plan of ${mode} (${p50} ms); ${fmt(ratio)}x is one plan's spread`;

@@ -22,6 +22,7 @@ import {
   type RecordedPlan,
   reportCommit,
   svgFrame,
+  twinVerdict,
 } from "./report-format.js";
 import { fallbackSection, livingGoals, livingSection } from "./report-living.js";
 import { round } from "./stats.js";
@@ -384,7 +385,7 @@ function autoGoals(ms: Measurement[]): Goal[] {
           r <= 1.1
             ? "met"
             : twin
-              ? `met: the plan of ${label(twin)} (${fmt(twin.p50)} ms); ${fmt(r)}x is one plan's spread`
+              ? twinVerdict(label(twin), fmt(twin.p50), r)
               : `missed by ${fmt((r / 1.1 - 1) * 100, 0)}%`,
         ),
       },
