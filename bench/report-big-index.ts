@@ -12,6 +12,7 @@ import {
   planTwin,
   type Rec,
   type RecordedPlan,
+  tasksText,
   twinVerdict,
 } from "./report-format.js";
 
@@ -186,7 +187,7 @@ function autoAgainst(
   );
   const plan = planText(auto);
   return {
-    measured: `auto (${auto.tasks} tasks${plan ? `: ${plan}` : ""}) ${fmt(auto.p50, 1)} ms vs ${best.mode} (${best.tasks} tasks) ${fmt(best.p50, 1)} ms = ${fmt(auto.p50 / best.p50)}x`,
+    measured: `auto (${tasksText(auto.tasks)}${plan ? `: ${plan}` : ""}) ${fmt(auto.p50, 1)} ms vs ${best.mode} (${tasksText(best.tasks)}) ${fmt(best.p50, 1)} ms = ${fmt(auto.p50 / best.p50)}x`,
     verdict:
       ratio <= 1.1
         ? "met"

@@ -34,6 +34,8 @@ export function isCurrent(
 export const fmt = (v: number | null | undefined, d = 2) =>
   v === undefined || v === null || Number.isNaN(v) ? "–" : v.toFixed(d);
 
+export const tasksText = (n: number) => `${n} ${n === 1 ? "task" : "tasks"}`;
+
 /** Plot area: width, height and the left, right, top and bottom margins, in pixels. */
 export interface SvgBox {
   readonly W: number;

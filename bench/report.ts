@@ -22,6 +22,7 @@ import {
   type RecordedPlan,
   reportCommit,
   svgFrame,
+  tasksText,
   twinVerdict,
 } from "./report-format.js";
 import { fallbackSection, livingGoals, livingSection } from "./report-living.js";
@@ -370,8 +371,8 @@ function autoGoals(ms: Measurement[]): Goal[] {
         ? [
             {
               goal: `${dataset}: auto keeps one task (${path}, batch 1; the index fits one cache)`,
-              measured: `auto: ${auto.tasks} task(s); fastest fixed mode ${label(best)} (${best.tasks} tasks)`,
-              verdict: auto.tasks === 1 ? "met" : `missed: ${auto.tasks} tasks`,
+              measured: `auto: ${tasksText(auto.tasks)}; fastest fixed mode ${label(best)} (${tasksText(best.tasks)})`,
+              verdict: auto.tasks === 1 ? "met" : `missed: ${tasksText(auto.tasks)}`,
             },
           ]
         : [];
@@ -379,7 +380,7 @@ function autoGoals(ms: Measurement[]): Goal[] {
       ...oneTask,
       {
         goal: `${dataset}: auto <= 1.1x the best fixed strategy (${path}, batch ${batch})`,
-        measured: `auto (${auto.tasks} tasks${plan ? `: ${plan}` : ""}) ${fmt(auto.p50)} ms vs ${label(best)} ${fmt(best.p50)} ms = ${fmt(r)}x`,
+        measured: `auto (${tasksText(auto.tasks)}${plan ? `: ${plan}` : ""}) ${fmt(auto.p50)} ms vs ${label(best)} ${fmt(best.p50)} ms = ${fmt(r)}x`,
         verdict: judge(
           [auto, best],
           r <= 1.1
@@ -505,7 +506,7 @@ export async function writeReport(
     "says so, with both figures).",
     "",
     "```sh",
-    "npm run bench -- --all                          # every cell of this report, one run per part (~3 h)",
+    "npm run bench -- --all                          # every cell of this report, one run per part (~160 min)",
     "npm run bench -- --all --parts living,fallback  # some of its parts (a rerun split over sittings, one commit)",
     "npm run bench                                   # all datasets, every path (in-process, stack, cold, reads, stack-reads)",
     "npm run bench -- --dataset synth-many --paths in-process --batch 1 --widths 1,2,4,8,16,67",

@@ -136,11 +136,12 @@ export async function runBench(
 }
 
 /**
- * `--all`: every cell of the report, each part its own run of one commit, then the report; 162
- * min on this machine (2 cores) at 30d0047. The parts, in order: big-index (30.6 min), the
- * static matrix of each dataset on every default path with batches of 1 and 100 (116.8 min for
- * the three), the living dataset prepared (60 commits, a reindex among them; 5.9 min) and not
- * (30; 2.4 min), the cost of unindexed rows (6.3 min). `--parts` runs some of them: a rerun split over sittings, each of
+ * `--all`: every cell of the report, each part its own run of one commit, then the report; 158
+ * min on this machine (2 cores) at 8c2bc4c. The parts, in order: big-index (31.2 min), the
+ * static matrix of each dataset on every default path with batches of 1 and 100 (112.0 min for
+ * the three: synth-1m 33.8, fashion-mnist 17.1, synth-many 61.1), the living dataset prepared
+ * (60 commits, a reindex among them; 5.7 min) and not (30; 2.5 min), the cost of unindexed rows
+ * (6.2 min). `--parts` runs some of them: a rerun split over sittings, each of
  * the same commit (the report takes every cell from that commit).
  */
 export function allRuns(base: BenchOptions): { name: AllPart; options: BenchOptions }[] {
@@ -808,7 +809,7 @@ export function cli(argv: string[] = process.argv): Command {
     .addOption(
       new Option(
         "--all",
-        "every part of the report, one run each, then the report (~3 h; other options are the parts' defaults)",
+        "every part of the report, one run each, then the report (~160 min; other options are the parts' defaults)",
       ),
     )
     .option(
