@@ -60,7 +60,8 @@ type Search = (query: number[]) => Promise<{ ids: string[]; tasks: number; plan?
 /** One timed block of queries and what it cost. */
 interface Sample {
   readonly tasks: number;
-  readonly plan: PlanRecord | undefined;
+  /** The distinct plans its queries ran. */
+  readonly plans: readonly PlanRecord[];
   readonly ms: readonly number[];
   readonly answers: readonly string[][];
   readonly truth: readonly string[][];
@@ -121,22 +122,11 @@ async function atLatency(ctx: DatasetContext, latencyMs: number): Promise<void> 
   const sample = async (search: Search, queries = ctx.queries, truth = ctx.truth) => {
     for (const q of queries) await search(q);
     const before = meter();
-    const ms: number[] = [];
-    const answers: string[][] = [];
-    let tasks = 0;
-    let plan: PlanRecord | undefined;
-    for (const q of queries) {
-      const started = performance.now();
-      const answer = await search(q);
-      ms.push(performance.now() - started);
-      answers.push(answer.ids);
-      tasks = answer.tasks;
-      plan = answer.plan;
-    }
+    const timed = await timeQueries(search, queries);
     const after = meter();
     const cpu = new Map([...after.cpu].map(([role, t]) => [role, t - (before.cpu.get(role) ?? 0)]));
     const [gets, bytes] = [after.gets - before.gets, after.bytes - before.bytes];
-    return { tasks, plan, ms, answers, truth: truth.slice(0, queries.length), gets, bytes, cpu };
+    return { ...timed, truth: truth.slice(0, queries.length), gets, bytes, cpu };
   };
   const measure = async (search: Search, queries?: number[][]) =>
     figuresOf([await sample(search, queries)]);
@@ -298,6 +288,23 @@ const answerOf = (response: SearchResponse) => ({
   plan: planRecordOf(response),
 });
 
+/** Each query timed in turn: the durations, the answers, and what the product ran. */
+export async function timeQueries(search: Search, queries: readonly number[][]) {
+  const ms: number[] = [];
+  const answers: string[][] = [];
+  const plans: (PlanRecord | undefined)[] = [];
+  let tasks = 0;
+  for (const q of queries) {
+    const started = performance.now();
+    const answer = await search(q);
+    ms.push(performance.now() - started);
+    answers.push(answer.ids);
+    plans.push(answer.plan);
+    tasks = answer.tasks;
+  }
+  return { tasks, plans: distinctPlans(plans), ms, answers };
+}
+
 const modeOf = (width: Width) => (width === "auto" ? "auto" : `G=${width}`);
 
 /** The figures of one mode, its blocks pooled (each block's p50 beside them when there are several). */
@@ -307,7 +314,7 @@ function figuresOf(samples: readonly Sample[]) {
   const sum = (f: (s: Sample) => number) => samples.reduce((a, s) => a + f(s), 0);
   const cpu = new Map<string, number>();
   for (const s of samples) for (const [role, t] of s.cpu) cpu.set(role, (cpu.get(role) ?? 0) + t);
-  const plans = distinctPlans(samples.map((s) => s.plan));
+  const plans = distinctPlans(samples.flatMap((s) => s.plans));
   return {
     tasks: samples.at(-1)?.tasks ?? 0,
     ...(plans.length > 0 ? { plans } : {}),
