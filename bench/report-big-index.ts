@@ -5,13 +5,13 @@
  * @module
  */
 import type { CpuPerQuery } from "./big-index.js";
+import type { PlanRecord } from "./modes.js";
 import {
   fmt,
   type Goal,
   planText,
   planTwin,
   type Rec,
-  type RecordedPlan,
   tasksText,
   twinVerdict,
 } from "./report-format.js";
@@ -35,7 +35,7 @@ interface BigIndexRecord extends Rec {
   readonly kbPerQuery?: number;
   readonly cpuMsPerQuery?: CpuPerQuery;
   readonly recall: number;
-  readonly plans?: readonly RecordedPlan[];
+  readonly plans?: readonly PlanRecord[];
 }
 
 /**

@@ -3,6 +3,7 @@
  * frame of an SVG chart.
  * @module
  */
+import type { PlanRecord } from "./modes.js";
 
 /** One JSON line of bench/results, as the report reads it. */
 export type Rec = Record<string, unknown> & { type: string; runId: string };
@@ -66,23 +67,18 @@ export function escapeXml(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
 
-/** A plan as a record keeps it (bench/modes.ts `PlanRecord`): recorded since the runs after f048c3e. */
-export interface RecordedPlan {
-  readonly groups: number;
-  readonly chunks: number;
-  readonly refine: string;
-}
-
+/** A row with the plans it ran (recorded since the runs after f048c3e). */
 interface Planned {
   readonly p50: number;
-  readonly plans?: readonly RecordedPlan[];
+  readonly plans?: readonly PlanRecord[];
 }
 
-const onePlan = (r: Planned) => (r.plans?.length === 1 ? JSON.stringify(r.plans[0]) : undefined);
+/** The row's plan, if it ran one and only one. */
+const onlyPlan = (r: Planned) => (r.plans?.length === 1 ? r.plans[0] : undefined);
 
 /** A row's one plan, in words ("2 groups x 1 chunk, refine in the merge"), if it had one. */
 export function planText(r: Planned): string | undefined {
-  const plan = r.plans?.length === 1 ? r.plans[0] : undefined;
+  const plan = onlyPlan(r);
   if (!plan) return undefined;
   const refine = plan.refine === "none" ? "no refine" : `refine in the ${plan.refine}`;
   return `${plan.groups} group${plan.groups === 1 ? "" : "s"} x ${plan.chunks} chunk${plan.chunks === 1 ? "" : "s"}, ${refine}`;
@@ -98,10 +94,10 @@ export function planTwin<T extends Planned>(
   fixed: readonly T[],
   bestP50: number,
 ): T | undefined {
-  const key = onePlan(auto);
+  const key = JSON.stringify(onlyPlan(auto));
   if (key === undefined) return undefined;
   return fixed
-    .filter((r) => onePlan(r) === key && r.p50 <= 1.1 * bestP50)
+    .filter((r) => JSON.stringify(onlyPlan(r)) === key && r.p50 <= 1.1 * bestP50)
     .sort((a, b) => a.p50 - b.p50)[0];
 }
 

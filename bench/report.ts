@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { loadConfig } from "../shared/config.js";
 import { BENCH_DIR } from "./datasets.js";
 import { fitTasks, project, type TaskFit, type TaskPoint } from "./model.js";
+import type { PlanRecord } from "./modes.js";
 import { bigIndexGoals, bigIndexSection } from "./report-big-index.js";
 import {
   fmt,
@@ -19,7 +20,6 @@ import {
   planText,
   planTwin,
   type Rec,
-  type RecordedPlan,
   reportCommit,
   svgFrame,
   tasksText,
@@ -42,7 +42,7 @@ interface Measurement extends Rec {
   recall: number;
   nativeRecall: number;
   phasesP50?: { plan: number; views: number; search: number; merge: number };
-  plans?: RecordedPlan[];
+  plans?: PlanRecord[];
 }
 
 export async function loadRecords(dir: string): Promise<Rec[]> {
