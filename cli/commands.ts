@@ -205,9 +205,13 @@ export async function planCommand(o: RequestOptions): Promise<void> {
   const plan = await planSearch(await toRequest(o));
   const costs = plan.plan.groups.map((g) => g.cost);
   const mean = costs.reduce((a, b) => a + b, 0) / Math.max(1, costs.length);
+  const { index } = plan;
+  const type = index.type ? `${index.type}, ` : "";
   console.log(
-    `version ${plan.version}, index ${plan.index.name} on ${plan.index.column} (${plan.index.metric}), ` +
-      `${plan.index.segmentCount} segments -> ${plan.plan.tasks} task(s)`,
+    `version ${plan.version} (written by ${plan.writer ?? "an unrecorded writer"}), ` +
+      `index ${index.name || "(none)"} on ${index.column} (${type}${index.metric}), ` +
+      `${index.segmentCount} segments, ${index.rows.indexed} rows indexed and ` +
+      `${index.rows.unindexed} not -> ${plan.plan.tasks} task(s)`,
   );
   console.table(
     plan.plan.groups.map((g, i) => ({

@@ -68,7 +68,7 @@ async function columnDimension(o: RequestOptions): Promise<number> {
   const runtime = defaultRuntime();
   const location = runtime.resolveDataset(o.dataset);
   const version = o.version ?? (await runtime.tables.latestVersion(location));
-  const manifest = await runtime.manifests.read(location.uri, version);
-  return chooseIndex(manifest, { column: o.column, indexName: o.indexName, allowMissing: true })
+  const read = await runtime.versions.read(location, version);
+  return chooseIndex(read, { column: o.column, indexName: o.indexName, allowMissing: true })
     .dimension;
 }

@@ -39,6 +39,7 @@ const planResponse = (withResults: boolean) => ({
   type: "object",
   required: [
     "version",
+    "writer",
     "index",
     "plan",
     "partial",
@@ -48,15 +49,39 @@ const planResponse = (withResults: boolean) => ({
   additionalProperties: false,
   properties: {
     version: { type: "integer", minimum: 1, description: "the dataset version searched (pinned)" },
+    writer: {
+      type: ["string", "null"],
+      description:
+        "the Lance library and version that wrote the version (e.g. `lance 0.21.0`); null when its manifest does not record one (writers before Lance 0.8)",
+    },
     index: {
       type: "object",
-      required: ["name", "column", "metric", "segmentCount"],
+      required: ["name", "type", "column", "metric", "segmentCount", "rows"],
       additionalProperties: false,
       properties: {
-        name: { type: "string" },
+        name: { type: "string", description: "empty when the column has no vector index" },
+        type: {
+          type: ["string", "null"],
+          description:
+            "lancedb's index type (e.g. `IvfPq`); null without an index, or where lancedb does not list it",
+        },
         column: { type: "string" },
         metric: { enum: ["l2", "cosine", "dot"] },
-        segmentCount: { type: "integer", minimum: 0 },
+        segmentCount: {
+          type: "integer",
+          minimum: 0,
+          description: "index segments of the version, as Lance counts them",
+        },
+        rows: {
+          type: "object",
+          required: ["indexed", "unindexed"],
+          additionalProperties: false,
+          description: "live rows the index covers (each once) and live rows it does not",
+          properties: {
+            indexed: { type: "integer", minimum: 0 },
+            unindexed: { type: "integer", minimum: 0 },
+          },
+        },
       },
     },
     plan: {

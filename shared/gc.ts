@@ -125,8 +125,8 @@ async function collectDataset(
   });
   const live = new Set<string>();
   for (const version of versions) {
-    const manifest = await runtime.manifests.read(location.uri, version);
-    const views = versionViews(manifest, location, {
+    const read = await runtime.versions.read(location, version);
+    const views = versionViews(read, location, {
       maxTasks: runtime.config.maxTasks,
       coverages: ["require", "fallback"],
       widths: "all",

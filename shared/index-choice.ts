@@ -1,10 +1,11 @@
 /**
  * Chooses the vector index a request searches and lists its segments with their live coverage,
- * from one version's manifest. Pure: no I/O.
+ * from one version as Lance reads it (shared/dataset-version.ts). Pure: no I/O.
  * @module
  */
+import type { DatasetVersion, Fragment, VersionIndex } from "./dataset-version.js";
 import { FanoutError } from "./errors.js";
-import type { Manifest, ManifestField, ManifestFragment, ManifestSegment } from "./manifest.js";
+import type { Manifest, ManifestField } from "./manifest.js";
 import type { DistanceType } from "./request.js";
 import type { FlatFragment, Segment } from "./units.js";
 
@@ -13,10 +14,16 @@ export interface IndexChoice {
   readonly column: string;
   readonly dimension: number;
   readonly metric: DistanceType;
+  /** lancedb's type name of the index (e.g. `IvfPq`); null without one, or where lancedb does not list it. */
+  readonly type: string | null;
+  /** Segments of the index as Lance counts them, with or without live coverage. */
+  readonly segmentCount: number;
   /** Segments covering at least one live fragment, ordered by uuid. */
   readonly segments: readonly Segment[];
   /** Live fragments no segment covers, with their live and physical rows, ordered by id. */
   readonly unindexed: readonly FlatFragment[];
+  /** Live rows the index covers, each counted once. */
+  readonly indexedRows: number;
 }
 
 export interface IndexRequest {
@@ -29,24 +36,22 @@ export interface IndexRequest {
 
 /**
  * @throws FanoutError `INVALID_REQUEST` (column), `INDEX_NOT_FOUND`, `AMBIGUOUS_INDEX`,
- *   `METRIC_MISMATCH`.
+ *   `METRIC_MISMATCH`, `UNSUPPORTED_DATASET` (an index Lance reads otherwise than its manifest says).
  */
-export function chooseIndex(manifest: Manifest, request: IndexRequest): IndexChoice {
-  const field = chooseColumn(manifest, request.column);
-  const byName = new Map<string, ManifestSegment[]>();
-  for (const s of manifest.segments) {
-    if (s.fieldIds[0] !== field.id || s.metric === null) continue;
-    byName.set(s.name, [...(byName.get(s.name) ?? []), s]);
-  }
-  const names = request.indexName ? [request.indexName] : [...byName.keys()];
-  const chosen = names[0] === undefined ? undefined : byName.get(names[0]);
+export function chooseIndex(version: DatasetVersion, request: IndexRequest): IndexChoice {
+  const field = chooseColumn(version.manifest, request.column);
+  const onColumn = version.indices.filter((i) => i.field.id === field.id);
+  const names = request.indexName ? [request.indexName] : onColumn.map((i) => i.name);
+  const chosen = onColumn.find((i) => i.name === names[0]);
   if (!chosen && request.allowMissing && !request.indexName) {
     return {
       name: "",
       column: field.name,
       dimension: vectorDimension(field) ?? 0,
       metric: request.distanceType ?? "l2",
-      ...coverage(manifest, []),
+      type: null,
+      segmentCount: 0,
+      ...coverage(version, undefined).choice,
     };
   }
   if (!chosen) {
@@ -59,20 +64,71 @@ export function chooseIndex(manifest: Manifest, request: IndexRequest): IndexCho
       `column "${field.name}" has several vector indices (${names.join(", ")}); set indexName`,
     );
   }
-  const metric = indexMetric(chosen);
+  const { choice: covered, coveredRows } = coverage(version, chosen);
+  const metric = searchableMetric(chosen, version);
   if (request.distanceType && request.distanceType !== metric) {
     throw new FanoutError(
       "METRIC_MISMATCH",
-      `index "${chosen[0]?.name}" uses ${metric} distance, the request asked for ${request.distanceType}`,
+      `index "${chosen.name}" uses ${metric} distance, the request asked for ${request.distanceType}`,
     );
   }
+  checkAgainstLance(chosen, covered, coveredRows, version);
   return {
-    name: chosen[0]?.name ?? "",
+    name: chosen.name,
     column: field.name,
     dimension: vectorDimension(field) ?? 0,
     metric,
-    ...coverage(manifest, chosen),
+    type: chosen.type,
+    segmentCount: chosen.lance?.segments ?? chosen.segments.length,
+    ...covered,
   };
+}
+
+/** An index this service cannot search: `UNSUPPORTED_DATASET`, naming what and who wrote it. */
+export function unsupported(version: DatasetVersion, what: string): FanoutError {
+  const writer = version.writer ?? "a writer that did not record its version";
+  return new FanoutError(
+    "UNSUPPORTED_DATASET",
+    `version ${version.version}, written by ${writer}: ${what}`,
+    { details: { writer: version.writer, version: version.version } },
+  );
+}
+
+function searchableMetric(index: VersionIndex, version: DatasetVersion): DistanceType {
+  const { metric } = index;
+  if (metric === "l2" || metric === "cosine" || metric === "dot") return metric;
+  throw unsupported(
+    version,
+    metric === null
+      ? `Lance reports no metric for index "${index.name}" (it would not search it)`
+      : `index "${index.name}" uses ${metric} distance, which lance-fanout does not search`,
+  );
+}
+
+/**
+ * Where Lance counts the index otherwise than its manifest reads (segments it drops, coverage
+ * it remaps), the plan would search other rows than a native search: refuse it.
+ */
+function checkAgainstLance(
+  index: VersionIndex,
+  covered: Coverage,
+  coveredRows: number,
+  version: DatasetVersion,
+): void {
+  const lance = index.lance;
+  if (!lance) return;
+  const unindexed = covered.unindexed.reduce((sum, f) => sum + f.rows, 0);
+  const ours = {
+    segments: index.segments.length,
+    indexedRows: lance.indexedRows === undefined ? undefined : coveredRows,
+    unindexedRows: lance.unindexedRows === undefined ? undefined : unindexed,
+  };
+  const differ = (Object.keys(ours) as (keyof typeof ours)[]).filter(
+    (key) => ours[key] !== lance[key],
+  );
+  if (differ.length === 0) return;
+  const what = differ.map((key) => `${key} ${ours[key]} (Lance: ${lance[key]})`).join(", ");
+  throw unsupported(version, `index "${index.name}" reads otherwise than Lance reads it: ${what}`);
 }
 
 /** The error of `coverage: "require"` when some live fragments are not indexed. */
@@ -113,48 +169,60 @@ export function vectorDimension(field: ManifestField): number | undefined {
   return match ? Number(match[2]) : undefined;
 }
 
-function indexMetric(segments: readonly ManifestSegment[]): DistanceType {
-  const metrics = new Set(segments.map((s) => s.metric));
-  const [metric] = metrics;
-  if (metrics.size !== 1 || (metric !== "l2" && metric !== "cosine" && metric !== "dot")) {
-    throw new FanoutError("INVALID_REQUEST", `unsupported index metric(s): ${[...metrics]}`);
-  }
-  return metric;
-}
+type Coverage = Pick<IndexChoice, "segments" | "unindexed" | "indexedRows">;
 
-/** Effective coverage (bitmap ∩ live fragments) of each segment, and the uncovered fragments. */
-function coverage(manifest: Manifest, segments: readonly ManifestSegment[]) {
-  const live = new Map(manifest.fragments.map((f) => [f.id, f]));
+/**
+ * Effective coverage (bitmap ∩ live fragments) of each segment, and the uncovered fragments.
+ * A fragment two segments cover (an old writer's overlapping bitmaps) is searched by both, as
+ * in a native search, but its rows count once: for the older segment. `coveredRows` sums each
+ * segment's live coverage, as Lance counts indexed rows.
+ */
+function coverage(
+  version: DatasetVersion,
+  index: VersionIndex | undefined,
+): { choice: Coverage; coveredRows: number } {
+  const live = new Map(version.fragments.map((f) => [f.id, f]));
+  const counted = new Set<number>();
   const covered = new Set<number>();
   const result: Segment[] = [];
-  const sum = (ids: readonly number[], rows: (f: ManifestFragment) => number) =>
-    ids.reduce((total, id) => total + rows(live.get(id) as ManifestFragment), 0);
-  for (const segment of segments) {
+  let coveredRows = 0;
+  const creation = [...(index?.segments ?? [])].sort(
+    (a, b) => a.datasetVersion - b.datasetVersion || (a.uuid < b.uuid ? -1 : 1),
+  );
+  for (const segment of creation) {
     if (segment.fragmentIds === null) {
-      throw new FanoutError(
-        "INTERNAL",
-        `index segment ${segment.uuid} has no fragment bitmap (written by a Lance older than 0.8)`,
+      throw unsupported(
+        version,
+        `index segment ${segment.uuid} records no fragments (written by a Lance older than 0.8); ` +
+          "Lance cannot search it either: rebuild the index with a current Lance",
       );
     }
     const fragments = segment.fragmentIds.filter((id) => live.has(id));
+    const own = fragments.filter((id) => !counted.has(id)).map((id) => live.get(id) as Fragment);
     for (const id of fragments) covered.add(id);
+    for (const f of own) counted.add(f.id);
+    coveredRows += fragments.reduce((sum, id) => sum + (live.get(id) as Fragment).liveRows, 0);
     if (fragments.length > 0) {
       result.push({
         uuid: segment.uuid,
         created: segment.datasetVersion,
         fragments,
-        rows: sum(fragments, (f) => f.liveRows),
-        physicalRows: sum(fragments, (f) => f.physicalRows),
+        rows: own.reduce((sum, f) => sum + f.liveRows, 0),
+        physicalRows: own.reduce((sum, f) => sum + f.physicalRows, 0),
         indexBytes: segment.sizeBytes,
       });
     }
   }
-  const unindexed = manifest.fragments
+  const unindexed = version.fragments
     .filter((f) => !covered.has(f.id) && f.liveRows > 0)
     .map((f) => ({ id: f.id, rows: f.liveRows, physicalRows: f.physicalRows }))
     .sort((a, b) => a.id - b.id);
   return {
-    segments: result.sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0)),
-    unindexed,
+    choice: {
+      segments: result.sort((a, b) => (a.uuid < b.uuid ? -1 : a.uuid > b.uuid ? 1 : 0)),
+      unindexed,
+      indexedRows: result.reduce((sum, s) => sum + s.rows, 0),
+    },
+    coveredRows,
   };
 }

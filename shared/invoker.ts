@@ -4,6 +4,7 @@
  * @module
  */
 import { availableParallelism } from "node:os";
+import { refusesTake } from "./lance/errors.js";
 import { firstRowsOf, readFooters } from "./lance/tables.js";
 import { runMerge } from "./merge.js";
 import type { Runtime } from "./runtime.js";
@@ -38,13 +39,16 @@ export interface Invoker {
 
 /**
  * Reads the footers of the pinned version's data files where merges run (this process): a
- * merge that refines or selects columns then reads its candidates' rows at once.
+ * merge that refines or selects columns then reads its candidates' rows at once. Only speed:
+ * where Lance cannot take rows by offset (legacy data files), the merge reads them later.
  */
 async function warmMerge(task: WarmTask, runtime: Runtime): Promise<void> {
   const location = runtime.resolveDataset(task.dataset);
   const table = await runtime.tables.at(location, task.version);
-  const manifest = await runtime.manifests.read(location.uri, task.version);
-  await readFooters(table, firstRowsOf(manifest.fragments));
+  const read = await runtime.versions.read(location, task.version);
+  await readFooters(table, firstRowsOf(read.fragments)).catch((err: unknown) => {
+    if (!refusesTake(err)) throw err;
+  });
 }
 
 /**

@@ -7,12 +7,15 @@
 import protobuf, { type Long, type Type } from "protobufjs";
 import { FanoutError } from "./errors.js";
 
-/** A manifest this reader cannot read: `INTERNAL`, as a damaged dataset is not the caller's mistake. */
+/**
+ * A manifest this reader cannot read (damaged, or a form of it no Lance reader knows):
+ * `UNSUPPORTED_DATASET`, a fact about the dataset rather than a failure of the service.
+ */
 export class ManifestError extends FanoutError {
   override readonly name = "ManifestError";
 
   constructor(message: string, options?: ErrorOptions) {
-    super("INTERNAL", message, options);
+    super("UNSUPPORTED_DATASET", message, options);
   }
 }
 
@@ -28,6 +31,19 @@ message Manifest {
   uint64 version = 3;
   optional uint64 index_section = 6;
   uint64 reader_feature_flags = 9;
+  WriterVersion writer_version = 13;
+  repeated BasePath base_paths = 18;
+}
+message WriterVersion {
+  string library = 1;
+  string version = 2;
+  optional string prerelease = 3;
+  optional string build_metadata = 4;
+}
+message BasePath {
+  uint32 id = 1;
+  bool is_dataset_root = 3;
+  string path = 4;
 }
 message Field {
   string name = 2;
@@ -71,6 +87,7 @@ message IndexMetadata {
   bytes fragment_bitmap = 5;
   Any index_details = 6;
   optional int32 index_version = 7;
+  optional uint32 base_id = 9;
   repeated IndexFile files = 10;
 }
 message IndexFile {
@@ -87,12 +104,38 @@ message Any {
 message VectorIndexDetails {
   int32 metric_type = 1;
 }
+message FragmentReuseIndexDetails {
+  oneof content {
+    FragmentReuseContent inline = 1;
+    ExternalFile external = 2;
+  }
+}
+message FragmentReuseContent {
+  repeated FragmentReuseVersion versions = 1;
+}
+message FragmentReuseVersion {
+  uint64 dataset_version = 1;
+  repeated FragmentReuseGroup groups = 3;
+}
+message FragmentReuseGroup {
+  repeated FragmentDigest old_fragments = 2;
+  repeated FragmentDigest new_fragments = 3;
+}
+message FragmentDigest {
+  uint64 id = 1;
+}
 `;
 
 const root = protobuf.parse(PROTO, { keepCase: true }).root;
 export const ManifestType = root.lookupType("lance_fanout.manifest.Manifest");
 export const IndexSectionType = root.lookupType("lance_fanout.manifest.IndexSection");
 export const VectorIndexDetailsType = root.lookupType("lance_fanout.manifest.VectorIndexDetails");
+export const FragmentReuseDetailsType = root.lookupType(
+  "lance_fanout.manifest.FragmentReuseIndexDetails",
+);
+export const FragmentReuseContentType = root.lookupType(
+  "lance_fanout.manifest.FragmentReuseContent",
+);
 
 // Shapes of the decoded messages. protobufjs returns uint64 as Long (the `long` package is installed)
 // or as number; absent scalars come from the prototype's defaults.
@@ -122,6 +165,13 @@ export interface RawManifest {
   version: U64;
   index_section?: U64 | null;
   reader_feature_flags: U64;
+  writer_version?: {
+    library: string;
+    version: string;
+    prerelease?: string | null;
+    build_metadata?: string | null;
+  } | null;
+  base_paths: { id: number; is_dataset_root: boolean; path: string }[];
 }
 export interface RawIndex {
   uuid?: { uuid: Uint8Array } | null;
@@ -132,6 +182,14 @@ export interface RawIndex {
   index_details?: { type_url: string; value: Uint8Array } | null;
   files?: { path: string; size_bytes: U64 }[];
   index_version?: number | null;
+  base_id?: number | null;
+}
+/** Lance's fragment reuse index content: per compaction, which fragments replaced which. */
+export interface RawFragmentReuse {
+  versions: {
+    dataset_version: U64;
+    groups: { old_fragments: { id: U64 }[]; new_fragments: { id: U64 }[] }[];
+  }[];
 }
 
 export function u64(v: U64): bigint {

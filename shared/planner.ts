@@ -1,5 +1,5 @@
 /**
- * The planner: pins a version, reads its manifest, chooses the index, checks the request against
+ * The planner: pins a version, reads it as Lance does, chooses the index, checks the request against
  * the schema, and splits the work into segment groups x query chunks.
  * @module
  */
@@ -8,6 +8,7 @@ import { FanoutError } from "./errors.js";
 import { type Group, groupFragments, groupSegments, segmentCost } from "./grouping.js";
 import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
 import { lanceMessage } from "./lance/errors.js";
+import type { Writer } from "./manifest.js";
 import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
 import {
@@ -34,6 +35,8 @@ export interface PlannedGroup extends Group {
 export interface SearchPlan {
   /** The version every task and merge reads, and what names its views. */
   readonly pinned: PinnedVersion;
+  /** Who wrote the pinned version, e.g. `lance 0.21.0`; null when its manifest does not say. */
+  readonly writer: Writer | null;
   readonly index: IndexChoice;
   readonly strategy: "single" | "segments" | "queries" | "hybrid";
   readonly groups: readonly PlannedGroup[];
@@ -90,14 +93,9 @@ export async function plan(
 ): Promise<SearchPlan> {
   const location = runtime.resolveDataset(request.dataset);
   const version = request.version ?? (await runtime.tables.latestVersion(location));
-  // Side by side: on a cold start each is a few storage round trips. The table's errors come
-  // first, as they tell a missing dataset from a missing version.
-  const opening = runtime.tables.at(location, version);
-  const reading = runtime.manifests.read(location.uri, version);
-  const table = await opening;
-  const manifest = await reading;
+  const read = await runtime.versions.read(location, version);
   const coverage = request.coverage ?? runtime.config.coverage;
-  const index = chooseIndex(manifest, { ...request, allowMissing: coverage === "fallback" });
+  const index = chooseIndex(read, { ...request, allowMissing: coverage === "fallback" });
   if (index.unindexed.length > 0 && coverage === "require") throw incompleteCoverage(index);
   const dimension = request.queries[0]?.length;
   if (dimension !== index.dimension) {
@@ -106,13 +104,14 @@ export async function plan(
       `query: vectors have dimension ${dimension}, column "${index.column}" has ${index.dimension}`,
     );
   }
-  const columns = new Set(manifest.fields.filter((f) => f.parentId === -1).map((f) => f.name));
+  const columns = new Set(read.manifest.fields.filter((f) => f.parentId === -1).map((f) => f.name));
   const unknown = request.select?.filter((c) => !columns.has(c)) ?? [];
   if (unknown.length > 0) {
     throw new FanoutError("INVALID_REQUEST", `select: unknown column(s) ${unknown.join(", ")}`);
   }
   if (request.filter !== undefined) {
     // Planning the query makes Lance parse the filter against the schema, without reading data.
+    const table = await runtime.tables.at(location, version);
     await table
       .vectorSearch(new Float32Array(index.dimension))
       .column(index.column)
@@ -130,7 +129,8 @@ export async function plan(
   const indexGroups = units.kind === "index" ? split.groups.length : 0;
   const refine = refinePlacement(indexGroups, units.flat.length > 0, request.refineFactor, split);
   return {
-    pinned: pinnedVersion(manifest, location),
+    pinned: pinnedVersion(read, location),
+    writer: read.writer,
     index,
     strategy: split.strategy,
     groups: [...split.groups.map((g) => ({ ...g, kind: units.kind })), ...units.flat],

@@ -9,10 +9,10 @@ import { randomUUID } from "node:crypto";
 import pLimit from "p-limit";
 import { z } from "zod";
 import type { DatasetLocation } from "./dataset.js";
+import type { DatasetVersion } from "./dataset-version.js";
 import { FanoutError } from "./errors.js";
 import { chooseIndex, type IndexChoice } from "./index-choice.js";
 import { type Invoker, inProcessInvoker } from "./invoker.js";
-import type { Manifest } from "./manifest.js";
 import { splitPlan } from "./planner.js";
 import { parseSearchRequest } from "./request.js";
 import { defaultRuntime, type Runtime } from "./runtime.js";
@@ -74,9 +74,9 @@ export async function prepare(
   const started = performance.now();
   const location = runtime.resolveDataset(parsed.data.dataset);
   const version = parsed.data.version ?? (await runtime.tables.latestVersion(location));
-  await runtime.tables.at(location, version); // a missing dataset or version is a 404 here
-  const manifest = await runtime.manifests.read(location.uri, version);
-  const specs = versionViews(manifest, location, {
+  // A missing dataset or version is a 404 here.
+  const read = await runtime.versions.read(location, version);
+  const specs = versionViews(read, location, {
     maxTasks: runtime.config.maxTasks,
     coverages: [runtime.config.coverage],
     widths: "likely",
@@ -85,7 +85,7 @@ export async function prepare(
     requestId: randomUUID(),
     dataset: location.uri,
     version,
-    schema: manifest.schema,
+    schema: read.manifest.schema,
   };
   const limit = pLimit(CONCURRENCY);
   const prepared: PreparedView[] = await Promise.all(
@@ -94,7 +94,7 @@ export async function prepare(
       return limit(() => invoker.prepareView(task));
     }),
   );
-  const typical = typicalViews(manifest, location, runtime, invoker.profile).map(groupFieldsOf);
+  const typical = typicalViews(read, location, runtime, invoker.profile).map(groupFieldsOf);
   // Each slot serves the groups g with g mod slots = its number: it loads those views only.
   const { slots: n } = invoker.profile;
   const slots = Array.from({ length: n }, (_, slot) =>
@@ -123,7 +123,7 @@ export async function prepare(
  * deployment's coverage and `maxTasks`, the default index. None when such a query is refused.
  */
 function typicalViews(
-  manifest: Manifest,
+  read: DatasetVersion,
   location: DatasetLocation,
   runtime: Runtime,
   profile: ExecutionProfile,
@@ -131,7 +131,7 @@ function typicalViews(
   const { coverage, maxTasks } = runtime.config;
   let index: IndexChoice;
   try {
-    index = chooseIndex(manifest, { allowMissing: coverage === "fallback" });
+    index = chooseIndex(read, { allowMissing: coverage === "fallback" });
   } catch (err) {
     if (err instanceof FanoutError) return [];
     throw err;
@@ -146,6 +146,6 @@ function typicalViews(
     profile,
     storage: location.kind,
   });
-  const pinned = pinnedVersion(manifest, location);
+  const pinned = pinnedVersion(read, location);
   return [...split.groups, ...units.flat].map((g) => viewSpecOfGroup(pinned, index.name, g));
 }

@@ -12,6 +12,7 @@ import pLimit from "p-limit";
 import type { QueryCandidates } from "./codec.js";
 import { FanoutError } from "./errors.js";
 import type { Table } from "./lance/connect.js";
+import { takeRows } from "./lance/tables.js";
 import type { DistanceType } from "./request.js";
 import { compareHits, type Hit } from "./top-k.js";
 
@@ -93,11 +94,11 @@ interface Vectors {
 
 /** The candidates' vectors at the pinned version, in one take. */
 async function readVectors(table: Table, column: string, rowIds: bigint[]): Promise<Vectors> {
-  const rows = await table.takeRowIds(rowIds).withRowId().select([column]).toArrow();
+  const rows = await takeRows(table, rowIds, [column]);
   const ids = rows.getChild("_rowid");
   const data = rows.getChild(column);
   if (!ids || !data) throw new Error(`lancedb returned no _rowid or ${column} column`);
-  // takeRowIds answers in its own order: key the rows by row id.
+  // Rows come in Lance's order: key them by row id.
   const index = new Map<bigint, number>();
   for (let i = 0; i < rows.numRows; i++) index.set(BigInt(ids.get(i)), i);
   const lost = rowIds.find((id) => !index.has(id));

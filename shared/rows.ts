@@ -5,6 +5,7 @@
  */
 import { FanoutError } from "./errors.js";
 import type { Table } from "./lance/connect.js";
+import { takeRows } from "./lance/tables.js";
 import type { ResultRow } from "./tasks.js";
 import type { Hit } from "./top-k.js";
 
@@ -21,12 +22,8 @@ export async function resultRows(
   }));
   if (!select?.length || !table || hits.length === 0) return base;
   const ids = [...new Set(hits.map((h) => h.rowId))];
-  const rows = await table
-    .takeRowIds(ids)
-    .withRowId()
-    .select([...select])
-    .toArray();
-  // takeRowIds answers in its own order: key the rows by row id.
+  const rows = (await takeRows(table, ids, select)).toArray();
+  // Rows come in Lance's order: key them by row id.
   const byId = new Map(rows.map((row) => [BigInt(row._rowid), row as Record<string, unknown>]));
   return base.map((row, i) => {
     const values = byId.get(hits[i]?.rowId ?? -1n);

@@ -5,16 +5,16 @@
  */
 import { type FanoutConfig, loadConfig } from "./config.js";
 import { type DatasetLocation, resolveDataset } from "./dataset.js";
+import { VersionCache } from "./dataset-version.js";
 import { TableCache } from "./lance/tables.js";
-import { ManifestCache } from "./manifest-store.js";
 import { createObjectStore, type ObjectStore } from "./objects.js";
 import { ViewCache } from "./views/cache.js";
 
 export interface Runtime {
   readonly config: FanoutConfig;
   readonly objects: ObjectStore;
-  /** Parsed dataset manifests by version. */
-  readonly manifests: ManifestCache;
+  /** Dataset versions as Lance reads them (manifest and lancedb's facts). */
+  readonly versions: VersionCache;
   readonly tables: TableCache;
   readonly views: ViewCache;
   /** Parses and authorises a dataset URI against this runtime's configuration. */
@@ -23,11 +23,12 @@ export interface Runtime {
 
 export function createRuntime(config: FanoutConfig = loadConfig()): Runtime {
   const objects = createObjectStore(config.s3);
+  const tables = new TableCache(config.s3, objects, config.metadataCacheBytes);
   return {
     config,
     objects,
-    manifests: new ManifestCache(objects),
-    tables: new TableCache(config.s3, config.metadataCacheBytes),
+    versions: new VersionCache(objects, tables),
+    tables,
     views: new ViewCache(config, objects),
     resolveDataset: (dataset) => resolveDataset(dataset, config),
   };

@@ -24,12 +24,18 @@ export interface SearchOptions {
 
 export interface PlanResponse {
   readonly version: number;
+  /** Who wrote the version, e.g. `lance 0.21.0`; null when its manifest does not say (before 0.8). */
+  readonly writer: string | null;
   readonly index: {
     readonly name: string;
+    /** lancedb's type name (e.g. `IvfPq`); null without an index, or where lancedb does not list it. */
+    readonly type: string | null;
     readonly column: string;
     readonly metric: string;
-    /** Index segments of the version (a count). */
+    /** Index segments of the version, as Lance counts them. */
     readonly segmentCount: number;
+    /** Live rows the index covers (each once) and live rows it does not. */
+    readonly rows: { readonly indexed: number; readonly unindexed: number };
   };
   readonly plan: {
     readonly strategy: SearchPlan["strategy"];
@@ -179,11 +185,17 @@ function describePlan(searchPlan: SearchPlan): PlanResponse {
   const { index, groups, chunks } = searchPlan;
   return {
     version: searchPlan.pinned.version,
+    writer: searchPlan.writer,
     index: {
       name: index.name,
+      type: index.type,
       column: index.column,
       metric: index.metric,
-      segmentCount: index.segments.length,
+      segmentCount: index.segmentCount,
+      rows: {
+        indexed: index.indexedRows,
+        unindexed: index.unindexed.reduce((sum, f) => sum + f.rows, 0),
+      },
     },
     plan: {
       strategy: searchPlan.strategy,

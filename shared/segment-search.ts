@@ -8,8 +8,8 @@ import type { Table as ArrowTable } from "apache-arrow";
 import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.js";
 import type { DatasetLocation } from "./dataset.js";
 import { FanoutError } from "./errors.js";
-import { lanceErrorKind, missingObject } from "./lance/errors.js";
-import { notFoundError } from "./manifest-store.js";
+import { lanceErrorKind, missingObject, refusesBatchSearch } from "./lance/errors.js";
+import { notFoundError, unsupportedError } from "./manifest-store.js";
 import type { Runtime } from "./runtime.js";
 import type {
   PreparedView,
@@ -28,7 +28,12 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
   try {
     return await search(task, spec, runtime);
   } catch (err) {
-    if (err instanceof FanoutError || lanceErrorKind(err) !== "not-found") throw err;
+    if (err instanceof FanoutError) throw err;
+    const kind = lanceErrorKind(err);
+    if (kind === "unsupported") {
+      throw await unsupportedError(err, runtime.objects, spec.dataset.uri, task.version);
+    }
+    if (kind !== "not-found") throw err;
     throw await notFoundError(err, runtime.objects, spec.dataset.uri, task.version);
   }
 }
@@ -93,8 +98,56 @@ async function searchView(
   runtime: Runtime,
 ): Promise<TaskCandidates> {
   const queries = decodeVectors(task.queries);
-  const [first, ...rest] = queries;
-  if (!first) throw new FanoutError("INVALID_REQUEST", "a task needs at least one query vector");
+  if (queries.length === 0) {
+    throw new FanoutError("INVALID_REQUEST", "a task needs at least one query vector");
+  }
+  const candidates = await lanceCandidates(task, view, queries);
+  // After the search, so a cold search does not compete with loading the view's index. A frozen
+  // process would leave the load stalled and make its next task wait for it instead (measured in
+  // docs/architecture.md): there, this task finishes it before answering.
+  const prewarm = runtime.views.prewarm(view);
+  if (runtime.config.frozenWhenIdle) await prewarm;
+  await runtime.views.trim();
+  return {
+    group: task.group,
+    chunk: task.chunk,
+    searchedSegments: view.searchedSegments,
+    candidates: encodeCandidates(candidates),
+  };
+}
+
+/** Views whose index Lance cannot search with several vectors at once (see {@link refusesBatchSearch}). */
+const singleVectorOnly = new WeakSet<OpenView["table"]>();
+
+/**
+ * Each query's candidates: one lancedb query for all of them, or, where Lance refuses a batch
+ * on the view's index, one query per vector (where native lancedb fails a query matrix).
+ */
+async function lanceCandidates(
+  task: SegmentTask,
+  view: OpenView,
+  queries: readonly Float32Array[],
+): Promise<QueryCandidates[]> {
+  if (queries.length === 1 || !singleVectorOnly.has(view.table)) {
+    try {
+      const batch = await lanceQuery(task, view, queries).toArrow();
+      return splitByQuery(batch, queries.length, task.limit);
+    } catch (err) {
+      if (!refusesBatchSearch(err)) throw err;
+      singleVectorOnly.add(view.table);
+    }
+  }
+  const candidates: QueryCandidates[] = [];
+  for (const vector of queries) {
+    const batch = await lanceQuery(task, view, [vector]).toArrow();
+    candidates.push(...splitByQuery(batch, 1, task.limit));
+  }
+  return candidates;
+}
+
+/** One lancedb query over the view: every vector of `queries`, the task's filter before the k-NN. */
+function lanceQuery(task: SegmentTask, view: OpenView, queries: readonly Float32Array[]) {
+  const [first, ...rest] = queries as [Float32Array, ...Float32Array[]];
   let query = view.table
     .vectorSearch(first)
     .column(task.column)
@@ -106,24 +159,11 @@ async function searchView(
   if (task.filter !== undefined) query = query.where(task.filter);
   if (task.kind === "flat") {
     // Lance computes the exact distances itself: no home-made metric can drift from its own.
-    query = query.bypassVectorIndex();
-  } else {
-    if (task.nprobes !== undefined) query = query.nprobes(task.nprobes);
-    if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
+    return query.bypassVectorIndex();
   }
-  const batch = await query.toArrow();
-  // After the search, so a cold search does not compete with loading the view's index. A frozen
-  // process would leave the load stalled and make its next task wait for it instead (measured in
-  // docs/architecture.md): there, this task finishes it before answering.
-  const prewarm = runtime.views.prewarm(view);
-  if (runtime.config.frozenWhenIdle) await prewarm;
-  await runtime.views.trim();
-  return {
-    group: task.group,
-    chunk: task.chunk,
-    searchedSegments: view.searchedSegments,
-    candidates: encodeCandidates(splitByQuery(batch, queries.length, task.limit)),
-  };
+  if (task.nprobes !== undefined) query = query.nprobes(task.nprobes);
+  if (task.refineFactor !== undefined) query = query.refineFactor(task.refineFactor);
+  return query;
 }
 
 /** Splits Lance's answer into per-query lists sorted by (distance, row id), k at most each. */

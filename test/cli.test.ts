@@ -190,8 +190,10 @@ describe("the README's fanout examples, as written", () => {
   test("plan on a local path, without a query, shows the plan of the dataset's column", async () => {
     const stdout = await succeeds(await example("plan"));
     const segments = (await items.listIndices())[0]?.numSegments;
+    const rows = await items.countRows();
     expect(stdout).toContain(
-      `version ${await items.version()}, index vector_idx on vector (l2), ${segments} segments -> `,
+      `version ${await items.version()} (written by lance 12.0.0), index vector_idx on vector ` +
+        `(IvfPq, l2), ${segments} segments, ${rows} rows indexed and 0 not -> `,
     );
     const groups = printedTable(stdout);
     expect(groups.reduce((sum, g) => sum + Number(g.rows), 0)).toBe(await items.countRows());
@@ -296,7 +298,7 @@ describe("the user's environment wins", () => {
 
   test("an allow-list the user set is kept: it allows what it names", async () => {
     const stdout = await succeeds(plan, { LANCE_FANOUT_ALLOWED_DATASETS: join(work, "db") });
-    expect(stdout).toContain("index vector_idx on vector (l2)");
+    expect(stdout).toContain("index vector_idx on vector (IvfPq, l2)");
   });
 
   test("an allow-list the user set is kept: it refuses what it does not name", async () => {
@@ -398,7 +400,7 @@ describe("a random query has the column's dimension", () => {
 
   test("plan --column picks that column's dimension", async () => {
     const stdout = await succeeds("npx fanout plan --dataset ./multi/items.lance --column small");
-    expect(stdout).toMatch(/index small_idx on small \(l2\), 1 segments -> 1 task\(s\)/);
+    expect(stdout).toMatch(/index small_idx on small \(IvfPq, l2\), 1 segments, .* -> 1 task\(s\)/);
   });
 
   test("search without --query on the column that --column names", async () => {

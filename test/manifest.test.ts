@@ -6,13 +6,15 @@ import { type Connection, connect, Index, type Table } from "@lancedb/lancedb";
 import protobuf from "protobufjs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { addSegment, settleIndex } from "../local/index-segments.js";
+import { remapFragments, remapSegments } from "../shared/fragment-reuse.js";
 import {
   liveFragmentIds,
   type Manifest,
+  type ManifestFragment,
   manifestFileNames,
   parseManifest,
 } from "../shared/manifest.js";
-import { ManifestError } from "../shared/manifest-format.js";
+import { ManifestError, type RawFragmentReuse } from "../shared/manifest-format.js";
 import { decodeRoaring } from "../shared/roaring.js";
 
 // Opt in to Lance's future default; silences a warning printed by every indexStats() call.
@@ -284,7 +286,10 @@ const writerRoot = protobuf.parse(
   message Manifest {
     repeated Field fields = 1; repeated DataFragment fragments = 2; uint64 version = 3;
     optional uint64 index_section = 6; uint64 reader_feature_flags = 9; uint64 writer_feature_flags = 10;
+    WriterVersion writer_version = 13; repeated BasePath base_paths = 18;
   }
+  message WriterVersion { string library = 1; string version = 2; optional string prerelease = 3; }
+  message BasePath { uint32 id = 1; bool is_dataset_root = 3; string path = 4; }
   message Field { int32 type = 1; string name = 2; int32 id = 3; int32 parent_id = 4; string logical_type = 5; }
   message DataFragment { uint64 id = 1; DeletionFile deletion_file = 3; uint64 physical_rows = 4; }
   message DeletionFile { int32 file_type = 1; uint64 read_version = 2; uint64 id = 3; uint64 num_deleted_rows = 4; }
@@ -292,8 +297,14 @@ const writerRoot = protobuf.parse(
   message IndexMetadata {
     UUID uuid = 1; repeated int32 fields = 2; string name = 3; uint64 dataset_version = 4;
     bytes fragment_bitmap = 5; Any index_details = 6; optional int32 index_version = 7; optional uint64 created_at = 8;
-    repeated IndexFile files = 10;
+    optional uint32 base_id = 9; repeated IndexFile files = 10;
   }
+  message FragmentReuseIndexDetails { oneof content { Content inline = 1; ExternalFile external = 2; } }
+  message ExternalFile { string path = 1; uint64 offset = 2; uint64 size = 3; }
+  message Content { repeated ReuseVersion versions = 1; }
+  message ReuseVersion { uint64 dataset_version = 1; repeated Group groups = 3; }
+  message Group { bytes changed_row_addrs = 1; repeated Digest old_fragments = 2; repeated Digest new_fragments = 3; }
+  message Digest { uint64 id = 1; uint64 physical_rows = 2; uint64 num_deleted_rows = 3; }
   message IndexFile { string path = 1; uint64 size_bytes = 2; }
   message UUID { bytes uuid = 1; }
   message Any { string type_url = 1; bytes value = 2; }
@@ -357,7 +368,13 @@ const synthManifest = (over: Record<string, unknown> = {}) => ({
     },
   ],
   version: 5,
+  writer_version: { library: "lance", version: "12.0.0" },
   ...over,
+});
+
+const fragmentReuseDetails = (content: Record<string, unknown>) => ({
+  type_url: "/lance.table.FragmentReuseIndexDetails",
+  value: encode("FragmentReuseIndexDetails", content),
 });
 
 function expectManifestError(fn: () => unknown, message: RegExp): void {
@@ -371,6 +388,26 @@ function expectManifestError(fn: () => unknown, message: RegExp): void {
   }
   throw new Error("expected a ManifestError");
 }
+
+describe("remapFragments (Lance's remap_fragment_bitmap)", () => {
+  const group = (old: number[], now: number[]) => ({
+    old_fragments: old.map((id) => ({ id })),
+    new_fragments: now.map((id) => ({ id })),
+  });
+  const reuse = (...versions: ReturnType<typeof group>[][]) => ({
+    versions: versions.map((groups, i) => ({ dataset_version: i + 2, groups })),
+  });
+
+  it("replaces a rewrite group the bitmap covers whole by its new fragments, in order", () => {
+    const twice = reuse([group([0, 1], [5])], [group([5, 2], [6, 7])]);
+    expect(remapFragments([0, 1, 2, 3], twice)).toEqual([3, 6, 7]);
+    expect(remapFragments([3], twice)).toEqual([3]);
+  });
+
+  it("drops a straddled group's old fragments and adds nothing (its rows are searched flat)", () => {
+    expect(remapFragments([0, 1], reuse([group([1, 2], [3])]))).toEqual([0]);
+  });
+});
 
 describe("manifestFileNames", () => {
   it("gives the V2 (inverted, 20 digits) name first, then the V1 name", () => {
@@ -400,9 +437,10 @@ describe("parseManifest on synthetic files", () => {
       { id: 0, parentId: -1, name: "id", logicalType: "int32" },
       { id: 1, parentId: -1, name: "vector", logicalType: "fixed_size_list:float:16" },
     ]);
+    expect(m.writer).toBe("lance 12.0.0");
     expect(m.fragments).toEqual([
-      { id: 0, physicalRows: 100, deletedRows: 0, liveRows: 100, files: [], content: anyDigest },
-      { id: 2, physicalRows: 50, deletedRows: 7, liveRows: 43, files: [], content: anyDigest },
+      { id: 0, physicalRows: 100, deletedRows: 0, files: [], content: anyDigest },
+      { id: 2, physicalRows: 50, deletedRows: 7, files: [], content: anyDigest },
     ]);
     expect(m.segments).toEqual([
       {
@@ -412,13 +450,14 @@ describe("parseManifest on synthetic files", () => {
         datasetVersion: 3,
         fragmentIds: [0, 2],
         typeUrl: "/lance.index.pb.VectorIndexDetails",
+        vector: true,
         metric: "l2",
         indexVersion: 1,
         sizeBytes: null,
         files: [],
       },
     ]);
-    expect(m.hasFragmentReuseIndex).toBe(false);
+    expect(m.fragmentReuse).toBeNull();
     expect([...liveFragmentIds(m)]).toEqual([0, 2]);
   });
 
@@ -447,7 +486,7 @@ describe("parseManifest on synthetic files", () => {
     expect(parseManifest(without).segments).toEqual([]);
   });
 
-  it("maps metrics, scalar indices, empty bitmaps and missing index_version", () => {
+  it("maps metrics, vector and scalar indices, empty bitmaps and missing index_version", () => {
     const m = parseManifest(
       frame(synthManifest(), [
         synthIndex({ index_details: vectorDetails(1) }),
@@ -465,7 +504,13 @@ describe("parseManifest on synthetic files", () => {
           },
         }),
         synthIndex({ index_details: vectorDetails(9) }),
+        // No details (writers before 0.20): a vector index where it indexes a vector column.
         synthIndex({ index_details: undefined }),
+        synthIndex({ name: "id_idx", fields: [0], index_details: undefined }),
+        // Empty details under the old package name (writers 0.20 to 7.0).
+        synthIndex({
+          index_details: { type_url: "/lance.table.VectorIndexDetails", value: new Uint8Array() },
+        }),
       ]),
     );
     expect(m.segments.map((s) => s.metric)).toEqual([
@@ -476,6 +521,19 @@ describe("parseManifest on synthetic files", () => {
       null,
       null,
       null,
+      null,
+      null,
+    ]);
+    expect(m.segments.map((s) => s.vector)).toEqual([
+      true,
+      true,
+      true,
+      false,
+      true,
+      true,
+      true,
+      false,
+      true,
     ]);
     expect(m.segments.map((s) => s.fragmentIds)).toEqual([
       [0, 2],
@@ -485,27 +543,75 @@ describe("parseManifest on synthetic files", () => {
       [0, 2],
       [0, 2],
       [0, 2],
+      [0, 2],
+      [0, 2],
     ]);
-    expect(m.segments.map((s) => s.indexVersion)).toEqual([1, 1, null, 1, 1, 1, 1]);
+    expect(m.segments.map((s) => s.indexVersion)).toEqual([1, 1, null, 1, 1, 1, 1, 1, 1]);
     expect(m.segments[3]?.typeUrl).toBe("/lance.table.BTreeIndexDetails");
     expect(m.segments[6]?.typeUrl).toBe("");
   });
 
-  it("skips system indices but refuses a fragment-reuse index", () => {
+  it("skips system indices and remaps segments through an inline fragment reuse index", () => {
     const m = parseManifest(
       frame(synthManifest(), [synthIndex(), synthIndex({ name: "__lance_mem_wal", fields: [] })]),
     );
     expect(m.segments.map((s) => s.name)).toEqual(["vector_idx"]);
-    expectManifestError(
-      () =>
-        parseManifest(
-          frame(synthManifest(), [
-            synthIndex(),
-            synthIndex({ name: "__lance_frag_reuse", fields: [] }),
-          ]),
+    // Compaction rewrote fragments 0 and 1 into 3, then 2 into 4; the segment covered 0 and 2.
+    const reuse = synthIndex({
+      name: "__lance_frag_reuse",
+      fields: [],
+      index_details: fragmentReuseDetails({
+        inline: {
+          versions: [
+            {
+              dataset_version: 6,
+              groups: [{ old_fragments: [{ id: 0 }], new_fragments: [{ id: 3 }] }],
+            },
+            {
+              dataset_version: 8,
+              groups: [{ old_fragments: [{ id: 2 }], new_fragments: [{ id: 4 }] }],
+            },
+          ],
+        },
+      }),
+    });
+    const raw = parseManifest(frame(synthManifest(), [synthIndex(), reuse]));
+    expect(raw.segments.map((s) => s.fragmentIds)).toEqual([[0, 2]]);
+    expect(raw.fragmentReuse).not.toBeNull();
+    const remapped = remapSegments(raw, (raw.fragmentReuse as { inline: RawFragmentReuse }).inline);
+    expect(remapped.segments.map((s) => s.fragmentIds)).toEqual([[3, 4]]);
+  });
+
+  it("points at an external fragment reuse file, under the base path its index names", () => {
+    const external = (over: Record<string, unknown>) =>
+      parseManifest(
+        frame(
+          synthManifest({
+            base_paths: [{ id: 7, is_dataset_root: true, path: "s3://b/src.lance" }],
+          }),
+          [
+            synthIndex({
+              name: "__lance_frag_reuse",
+              fields: [],
+              index_details: fragmentReuseDetails({
+                external: { path: "details.binpb", offset: 10, size: 20 },
+              }),
+              ...over,
+            }),
+          ],
         ),
-      /__lance_frag_reuse/,
-    );
+      ).fragmentReuse;
+    expect(external({})).toEqual({
+      path: `_indices/${UUID_TEXT}/details.binpb`,
+      offset: 10,
+      size: 20,
+    });
+    expect(external({ base_id: 7 })).toEqual({
+      path: `s3://b/src.lance/_indices/${UUID_TEXT}/details.binpb`,
+      offset: 10,
+      size: 20,
+    });
+    expectManifestError(() => external({ base_id: 8 }), /unknown base path 8/);
   });
 
   it("accepts known reader flags and reports stable row ids", () => {
@@ -514,18 +620,47 @@ describe("parseManifest on synthetic files", () => {
     expect(m.stableRowIds).toBe(true);
   });
 
-  it("refuses unknown reader flags, naming the bits (u64, beyond 2^53)", () => {
+  it("refuses unknown reader flags, naming the writer, the bits and their features (u64)", () => {
     expectManifestError(
       () => parseManifest(frame(synthManifest({ reader_feature_flags: 64 + 4096 + 1 }))),
-      /flags: 64, 4096 \(/,
+      /written by lance 12\.0\.0 .*: 64 \(data overlay files\), 4096 \(a fragment tree\) \(/,
     );
     expectManifestError(
       () => parseManifest(frame(synthManifest({ reader_feature_flags: "9223372036854775809" }))),
-      /flags: 9223372036854775808 \(flags 0x8000000000000001\)/,
+      /: 9223372036854775808 \(flags 0x8000000000000001\)/,
     );
   });
 
-  it("refuses bad uuids, bitmaps, unknown row counts and versions too large for a number", () => {
+  it("leaves to Lance the row counts a writer did not record, as Lance's reader does", () => {
+    const counts = (over: Record<string, unknown>) =>
+      parseManifest(frame(synthManifest(over))).fragments.map((f) => [
+        f.physicalRows,
+        f.deletedRows,
+      ]);
+    // 0 is "not recorded", for physical rows and for a deletion file's count.
+    expect(counts({ fragments: [{ id: 1, physical_rows: 0 }] })).toEqual([[null, 0]]);
+    expect(counts({ fragments: [{ id: 1, physical_rows: 5, deletion_file: { id: 1 } }] })).toEqual([
+      [5, null],
+    ]);
+    // Without a writer version (pylance 0.8.0's migration) recorded counts are not trusted.
+    const legacy = parseManifest(
+      frame(
+        synthManifest({ writer_version: undefined, fragments: [{ id: 1, physical_rows: 90 }] }),
+      ),
+    );
+    expect(legacy.writer).toBeNull();
+    expect(legacy.fragments[0]?.physicalRows).toBeNull();
+    const pre = parseManifest(
+      frame(
+        synthManifest({
+          writer_version: { library: "lance", version: "6.0.0", prerelease: "beta.3" },
+        }),
+      ),
+    );
+    expect(pre.writer).toBe("lance 6.0.0-beta.3");
+  });
+
+  it("refuses bad uuids, bitmaps, impossible row counts and versions too large for a number", () => {
     expectManifestError(
       () =>
         parseManifest(frame(synthManifest(), [synthIndex({ uuid: { uuid: new Uint8Array(4) } })])),
@@ -537,19 +672,6 @@ describe("parseManifest on synthetic files", () => {
           frame(synthManifest(), [synthIndex({ fragment_bitmap: Uint8Array.from([1, 2, 3, 4]) })]),
         ),
       /fragment_bitmap.*cookie/,
-    );
-    expectManifestError(
-      () => parseManifest(frame(synthManifest({ fragments: [{ id: 1, physical_rows: 0 }] }))),
-      /physical_rows/,
-    );
-    expectManifestError(
-      () =>
-        parseManifest(
-          frame(
-            synthManifest({ fragments: [{ id: 1, physical_rows: 5, deletion_file: { id: 1 } }] }),
-          ),
-        ),
-      /deleted row count/,
     );
     expectManifestError(
       () =>
@@ -637,13 +759,18 @@ function coveredFragments(m: Manifest, indexName: string): Set<number> {
 }
 
 function rowsIn(m: Manifest, ids: Set<number>, inside: boolean): number {
-  return m.fragments.filter((f) => ids.has(f.id) === inside).reduce((s, f) => s + f.liveRows, 0);
+  return m.fragments.filter((f) => ids.has(f.id) === inside).reduce((s, f) => s + liveRows(f), 0);
+}
+
+/** Live rows as the manifest records them (lancedb 0.39 records every count). */
+function liveRows(f: ManifestFragment): number {
+  return (f.physicalRows ?? Number.NaN) - (f.deletedRows ?? Number.NaN);
 }
 
 /** Cross-checks a parsed manifest against what lancedb reports for the table's current version. */
 async function expectAgreesWithLance(table: Table, m: Manifest): Promise<void> {
   expect(m.version).toBe(await table.version());
-  expect(m.fragments.reduce((s, f) => s + f.liveRows, 0)).toBe(await table.countRows());
+  expect(m.fragments.reduce((s, f) => s + liveRows(f), 0)).toBe(await table.countRows());
   expect(m.fragments.length).toBe((await table.stats()).fragmentStats.numFragments);
   const indices = await table.listIndices();
   expect(new Set(m.segments.map((s) => s.name))).toEqual(new Set(indices.map((i) => i.name)));
@@ -760,17 +887,18 @@ describe("parseManifest on datasets written by lancedb", () => {
     expect(new Set(segs.map((s) => s.uuid)).size).toBe(segs.length);
 
     // 100 even ids below 200 were deleted from an indexed fragment.
-    expect(m.fragments.reduce((s, f) => s + f.deletedRows, 0)).toBe(100);
+    expect(m.fragments.reduce((s, f) => s + (f.deletedRows ?? Number.NaN), 0)).toBe(100);
     const covered = coveredFragments(m, "vector_idx");
     const unindexed = m.fragments.filter((f) => !covered.has(f.id));
-    expect(unindexed.map((f) => f.liveRows)).toEqual([1000]);
+    expect(unindexed.map(liveRows)).toEqual([1000]);
     expect(rowsIn(m, covered, true)).toBe(16000 - 100);
 
     // The 300-row fragment is gone from the manifest once all its rows were deleted.
     expect(fullyDeletedFragment).toBeGreaterThanOrEqual(0);
     expect(liveFragmentIds(m).has(fullyDeletedFragment)).toBe(false);
     const before = parseManifest(readManifestFile(tableDir, beforeFullDelete).bytes);
-    expect(before.fragments.find((f) => f.id === fullyDeletedFragment)?.liveRows).toBe(300);
+    const fully = before.fragments.find((f) => f.id === fullyDeletedFragment);
+    expect(fully && liveRows(fully)).toBe(300);
   });
 
   it("plain: every historical version agrees with checkout(version)", async () => {
@@ -798,7 +926,7 @@ describe("parseManifest on datasets written by lancedb", () => {
     );
     expect(m.stableRowIds).toBe(true);
     expect(m.readerFeatureFlags & 2n).toBe(2n);
-    expect(m.fragments.reduce((s, f) => s + f.deletedRows, 0)).toBe(80);
+    expect(m.fragments.reduce((s, f) => s + (f.deletedRows ?? Number.NaN), 0)).toBe(80);
     await expectAgreesWithLance(stable, m);
   });
 
@@ -879,7 +1007,7 @@ describe("parseManifest on datasets written by lancedb", () => {
     // Field 9 (varint): tag 0x48. 64 = data overlays (unknown to this reader).
     expectManifestError(
       () => parseManifest(patchManifest(bytes, Uint8Array.from([0x48, 64]))),
-      /flags: 64 /,
+      /: 64 \(data overlay files\) /,
     );
     // 1 | 16 (multiple base paths) is understood.
     const ok = parseManifest(patchManifest(bytes, Uint8Array.from([0x48, 17])));

@@ -99,8 +99,8 @@ async function expectNative(
 /** Single-segment index views of the dataset's latest version. */
 async function segmentSpecs(runtime: Runtime): Promise<ViewSpec[]> {
   const location = runtime.resolveDataset(ds.uri);
-  const manifest = await runtime.manifests.read(ds.uri, await ds.table.version());
-  const views = versionViews(manifest, location, {
+  const read = await runtime.versions.read(location, await ds.table.version());
+  const views = versionViews(read, location, {
     maxTasks: 16,
     coverages: ["require"],
     widths: "all",

@@ -7,8 +7,8 @@ import * as lancedb from "@lancedb/lancedb";
 import { beforeAll, describe, expect, test } from "vitest";
 import { loadConfig } from "../shared/config.js";
 import type { DatasetLocation } from "../shared/dataset.js";
+import type { DatasetVersion } from "../shared/dataset-version.js";
 import { chooseIndex } from "../shared/index-choice.js";
-import type { Manifest } from "../shared/manifest.js";
 import { readManifest } from "../shared/manifest-store.js";
 import { createRuntime, type Runtime } from "../shared/runtime.js";
 import { vectorSearch } from "../shared/search.js";
@@ -28,20 +28,19 @@ beforeAll(async () => {
   const runtime = await testRuntime();
   const dataset = runtime.resolveDataset(ds.uri);
   const version = await ds.table.version();
-  const manifest = await readManifest(runtime.objects, ds.uri, version);
-  specs = specOfSegments(manifest, dataset);
+  specs = specOfSegments(await runtime.versions.read(dataset, version), dataset);
 });
 
-/** One spec per segment of vector_idx, at the manifest's version. */
-function specOfSegments(manifest: Manifest, dataset: DatasetLocation): ViewSpec[] {
-  const contents = new Map(manifest.fragments.map((f) => [f.id, f.content]));
-  return chooseIndex(manifest, { indexName: "vector_idx" }).segments.map((s) => ({
+/** One spec per segment of vector_idx, at the version. */
+function specOfSegments(read: DatasetVersion, dataset: DatasetLocation): ViewSpec[] {
+  const contents = new Map(read.fragments.map((f) => [f.id, f.content]));
+  return chooseIndex(read, { indexName: "vector_idx" }).segments.map((s) => ({
     dataset,
-    version: manifest.version,
+    version: read.version,
     indexName: "vector_idx",
     segments: [s.uuid],
     fragments: s.fragments.map((id) => ({ id, content: contents.get(id) ?? "" })),
-    schema: manifest.schema,
+    schema: read.manifest.schema,
   }));
 }
 
@@ -91,8 +90,12 @@ describe("segment views", () => {
   test("a flat view of unindexed fragments lists no vector index (Lance 12 keeps an emptied index's oldest segment)", async () => {
     const own = await makeDataset({ rounds: [3000, 2000], unindexedRows: 500 });
     const runtime = await testRuntime();
-    const manifest = await readManifest(runtime.objects, own.uri, await own.table.version());
-    const unindexed = chooseIndex(manifest, { indexName: "vector_idx" }).unindexed;
+    const read = await runtime.versions.read(
+      runtime.resolveDataset(own.uri),
+      await own.table.version(),
+    );
+    const { manifest } = read;
+    const unindexed = chooseIndex(read, { indexName: "vector_idx" }).unindexed;
     expect(unindexed).toHaveLength(1);
     const view = await runtime.views.open({
       dataset: runtime.resolveDataset(own.uri),
@@ -116,8 +119,11 @@ describe("segment views", () => {
       deleteWhere: "id < 5 OR (id >= 12000 AND id < 12010)",
     });
     const runtime = await testRuntime();
-    const manifest = await readManifest(runtime.objects, own.uri, await own.table.version());
-    const perSegment = specOfSegments(manifest, runtime.resolveDataset(own.uri));
+    const location = runtime.resolveDataset(own.uri);
+    const perSegment = specOfSegments(
+      await runtime.versions.read(location, await own.table.version()),
+      location,
+    );
     const [first] = perSegment;
     if (!first) throw new Error("no segment");
     const view = await runtime.views.open({
@@ -169,7 +175,7 @@ describe("segment views", () => {
     const dataset = runtime.resolveDataset(own.uri);
     const at = async () =>
       specOfSegments(
-        await readManifest(runtime.objects, own.uri, await own.table.version()),
+        await runtime.versions.read(runtime.resolveDataset(own.uri), await own.table.version()),
         dataset,
       );
     const [before] = await at();

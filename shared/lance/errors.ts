@@ -7,12 +7,14 @@
 
 /**
  * `not-found`: a dataset, version, table or object that does not exist; `access-denied`: S3
- * refused the read (with list permission limited to a prefix, S3 answers a missing key with 403).
+ * refused the read (with list permission limited to a prefix, S3 answers a missing key with 403);
+ * `unsupported`: Lance cannot read the dataset (a newer writer's feature flags).
  */
-export type LanceErrorKind = "not-found" | "access-denied" | "other";
+export type LanceErrorKind = "not-found" | "access-denied" | "unsupported" | "other";
 
 export function lanceErrorKind(err: unknown): LanceErrorKind {
   const message = messageOf(err);
+  if (/Not supported:|cannot be read by this version of Lance/i.test(message)) return "unsupported";
   if (/not found|NoSuchBucket|NoSuchKey|does not exist/i.test(message)) return "not-found";
   if (/AccessDenied|\b403\b/.test(message)) return "access-denied";
   return "other";
@@ -25,6 +27,32 @@ export function missingObject(err: unknown): string | undefined {
     messageOf(err),
   );
   return found?.[1] ?? found?.[2];
+}
+
+/**
+ * Lance refused to search several query vectors at once on an index whose files predate batch
+ * partition search (IVF_PQ written by pylance 0.21 and older).
+ */
+export function refusesBatchSearch(err: unknown): boolean {
+  return /does not support batch partition search/.test(messageOf(err));
+}
+
+/**
+ * Lance cannot describe or search an index written before Lance 0.8: no fragment coverage, or
+ * no row counts recorded beside it ("Please upgrade lance to 0.8+").
+ */
+export function refusesLegacyIndex(err: unknown): boolean {
+  return /upgrade lance to 0\.8|Index description requires physical row count/i.test(
+    messageOf(err),
+  );
+}
+
+/**
+ * Lance 12 cannot take rows by id or offset from legacy (v1) data files, nor from fragments
+ * whose row counts are not recorded; its vector search still reads them.
+ */
+export function refusesTake(err: unknown): boolean {
+  return /FilteredRead on v1 files|missing row count stats/i.test(messageOf(err));
 }
 
 /** The first line of a lance error, without its Rust source locations. */

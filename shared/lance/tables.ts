@@ -4,28 +4,35 @@
  * @module
  */
 import type * as lancedb from "@lancedb/lancedb";
-import { DataType, type Schema } from "apache-arrow";
+import { type Table as ArrowTable, DataType, type Schema } from "apache-arrow";
 import { LRUCache } from "lru-cache";
 import { cachedPromise } from "../cached.js";
 import type { S3Config } from "../config.js";
 import type { DatasetLocation } from "../dataset.js";
 import { FanoutError } from "../errors.js";
+import { unsupportedError } from "../manifest-store.js";
+import type { ObjectStore } from "../objects.js";
 import { type Connection, connectDatabase, newSession, type Table } from "./connect.js";
-import { lanceErrorKind } from "./errors.js";
+import { lanceErrorKind, refusesTake } from "./errors.js";
 
 /** The planner's and the merge's tables read manifests and rows, never an index. */
 const INDEX_CACHE_BYTES = 64 * 1024 * 1024;
 
 export class TableCache {
   readonly #s3: S3Config;
+  readonly #objects: ObjectStore;
   readonly #session: lancedb.Session;
   readonly #connections = new Map<string, Promise<Connection>>();
   readonly #pinned: LRUCache<string, Promise<Table>>;
   readonly #latest: LRUCache<string, Promise<Table>>;
 
-  /** @param metadataCacheBytes bound of lancedb's metadata cache for these tables. */
-  constructor(s3: S3Config, metadataCacheBytes: number, maxPinned = 32) {
+  /**
+   * @param objects reads a manifest to say who wrote a dataset lancedb cannot open.
+   * @param metadataCacheBytes bound of lancedb's metadata cache for these tables.
+   */
+  constructor(s3: S3Config, objects: ObjectStore, metadataCacheBytes: number, maxPinned = 32) {
     this.#s3 = s3;
+    this.#objects = objects;
     this.#session = newSession(INDEX_CACHE_BYTES, metadataCacheBytes);
     const dispose = (table: Promise<Table>) => void table.then((t) => t.close()).catch(() => {});
     this.#latest = new LRUCache({ max: maxPinned, dispose });
@@ -74,9 +81,13 @@ export class TableCache {
       return table;
     } catch (err) {
       table.close();
+      const kind = lanceErrorKind(err);
+      if (kind === "unsupported") {
+        throw await unsupportedError(err, this.#objects, location.uri, version);
+      }
       // With list permission limited to the dataset prefix (least privilege), S3 answers a
       // missing manifest with 403 rather than 404; the dataset itself opened fine.
-      if (lanceErrorKind(err) !== "other") {
+      if (kind !== "other") {
         const message = `version ${version} of ${location.uri} not found`;
         throw new FanoutError("VERSION_NOT_FOUND", message, { cause: err });
       }
@@ -89,6 +100,9 @@ export class TableCache {
     try {
       return await connection.openTable(location.tableName);
     } catch (err) {
+      if (lanceErrorKind(err) === "unsupported") {
+        throw await unsupportedError(err, this.#objects, location.uri);
+      }
       if (lanceErrorKind(err) === "not-found") {
         throw new FanoutError("DATASET_NOT_FOUND", `dataset ${location.uri} not found`, {
           cause: err,
@@ -135,5 +149,37 @@ export async function readFooters(table: Table, firstRows: readonly number[]): P
   await table
     .takeOffsets([...firstRows])
     .select(vectors)
+    .toArrow();
+}
+
+/**
+ * The rows of `rowIds` with `columns` and `_rowid`, in Lance's order (key them by `_rowid`).
+ * Where Lance cannot take rows from a dataset (legacy data files, unrecorded row counts: see
+ * {@link refusesTake}), a flat vector search restricted to those row ids reads them instead.
+ */
+export async function takeRows(
+  table: Table,
+  rowIds: readonly bigint[],
+  columns: readonly string[],
+): Promise<ArrowTable> {
+  try {
+    return await table
+      .takeRowIds([...rowIds])
+      .withRowId()
+      .select([...columns])
+      .toArrow();
+  } catch (err) {
+    if (!refusesTake(err)) throw err;
+  }
+  const vector = (await table.schema()).fields.find((f) => DataType.isFixedSizeList(f.type));
+  if (!vector) throw new FanoutError("INTERNAL", "no vector column to read rows through");
+  return table
+    .vectorSearch(new Float32Array((vector.type as { listSize: number }).listSize))
+    .column(vector.name)
+    .bypassVectorIndex()
+    .where(`_rowid IN (${rowIds.join(", ")})`)
+    .withRowId()
+    .select([...columns])
+    .limit(rowIds.length)
     .toArrow();
 }

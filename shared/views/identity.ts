@@ -7,8 +7,9 @@
  */
 import type { FanoutConfig } from "../config.js";
 import { type DatasetLocation, splitS3Uri } from "../dataset.js";
+import type { DatasetVersion } from "../dataset-version.js";
 import { FanoutError } from "../errors.js";
-import { digest, type Manifest } from "../manifest.js";
+import { digest } from "../manifest.js";
 
 /** One fragment of a group, with the digest of what it holds (`ManifestFragment.content`). */
 export interface ViewFragment {
@@ -44,12 +45,12 @@ export interface PinnedVersion {
   readonly contents: ReadonlyMap<number, string>;
 }
 
-export function pinnedVersion(manifest: Manifest, dataset: DatasetLocation): PinnedVersion {
+export function pinnedVersion(read: DatasetVersion, dataset: DatasetLocation): PinnedVersion {
   return {
     dataset,
-    version: manifest.version,
-    schema: manifest.schema,
-    contents: new Map(manifest.fragments.map((f) => [f.id, f.content])),
+    version: read.version,
+    schema: read.manifest.schema,
+    contents: new Map(read.fragments.map((f) => [f.id, f.content])),
   };
 }
 

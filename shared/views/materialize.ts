@@ -5,11 +5,12 @@
  * The source dataset is never written, and nothing here deletes a file (only gc does).
  * @module
  */
+import { describeVersion, lanceFacts } from "../dataset-version.js";
 import { FanoutError } from "../errors.js";
 import { firstVersion, openIfExists, shallowClone } from "../lance/clone.js";
 import type { Connection, Table } from "../lance/connect.js";
 import { firstRowsOf } from "../lance/tables.js";
-import type { ManifestSegment } from "../manifest.js";
+import type { Manifest, ManifestSegment } from "../manifest.js";
 import { readManifest } from "../manifest-store.js";
 import type { ObjectStore } from "../objects.js";
 import { type ViewSpec, viewName } from "./identity.js";
@@ -53,12 +54,15 @@ export async function materializeView(
     restricted = await restrict(table, uri, spec, objects);
     if ("stale" in restricted) throw new FanoutError("INTERNAL", restricted.stale);
   }
-  const index = (await table.listIndices()).find((i) => i.name === spec.indexName);
-  const searchedSegments = index?.numSegments ?? 0;
-  if (searchedSegments !== spec.segments.length) {
+  // Lance's own count of the view's index segments, against the view's manifest: a view that
+  // searched other segments than its group would answer for other rows.
+  const read = describeVersion(restricted.manifest, await lanceFacts(table, restricted.manifest));
+  const index = read.indices.find((i) => i.name === spec.indexName);
+  const lanceSegments = index?.lance?.segments ?? index?.segments.length ?? 0;
+  if (lanceSegments !== (index?.segments.length ?? 0)) {
     throw new FanoutError(
       "INTERNAL",
-      `view ${name} holds ${searchedSegments} index segments, expected ${spec.segments.length}`,
+      `view ${name}: Lance reads ${lanceSegments} index segments, its manifest lists ${index?.segments.length}`,
     );
   }
   return {
@@ -66,17 +70,18 @@ export async function materializeView(
     created: existing === undefined,
     uri,
     table,
-    searchedSegments,
+    searchedSegments: restricted.group.length,
     indexName: spec.indexName,
     segmentBytes: segmentBytes(restricted.group),
-    firstRows: restricted.firstRows,
+    firstRows: firstRowsOf(read.fragments),
   };
 }
 
 /** What {@link restrict} learns from a view's manifest. */
 interface Restricted {
+  readonly manifest: Manifest;
+  /** The group's segments: those covering a live fragment of the view. */
   readonly group: ManifestSegment[];
-  readonly firstRows: number[];
 }
 
 /** A view whose contents do not match its name: what differs. */
@@ -106,7 +111,7 @@ async function restrict(
       return { stale: `view ${uri} differs in fragments [${which}] or its schema` };
     }
     const group = manifest.segments.filter(
-      (s) => s.name === spec.indexName && s.fragmentIds?.some((id) => keep.has(id)),
+      (s) => s.name === spec.indexName && s.fragmentIds?.some((id) => held.has(id) && keep.has(id)),
     );
     const effective = group.map((s) => s.uuid).sort();
     if (effective.join() !== spec.segments.join()) {
@@ -118,13 +123,11 @@ async function restrict(
     const flat = spec.segments.length === 0;
     const others = new Set(
       manifest.segments
-        .filter((s) => s.metric !== null && (flat || s.name !== spec.indexName))
+        .filter((s) => s.vector && (flat || s.name !== spec.indexName))
         .map((s) => s.name),
     );
     const live = [...held.keys()];
-    if (live.length === keep.size && others.size === 0) {
-      return { group, firstRows: firstRowsOf(manifest.fragments) };
-    }
+    if (live.length === keep.size && others.size === 0) return { manifest, group };
     if (attempt > 0) await table.checkoutLatest();
     try {
       if (live.length > keep.size) await table.delete(dropPredicate(live, keep));

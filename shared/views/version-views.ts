@@ -6,9 +6,9 @@
  * @module
  */
 import type { DatasetLocation } from "../dataset.js";
+import type { DatasetVersion } from "../dataset-version.js";
 import { FanoutError } from "../errors.js";
 import { chooseIndex, type IndexChoice, vectorDimension } from "../index-choice.js";
-import type { Manifest } from "../manifest.js";
 import { workUnits } from "../planner.js";
 import type { Coverage } from "../request.js";
 import { powersOfTwoUpTo } from "../strategy.js";
@@ -32,21 +32,21 @@ export interface VersionViewsOptions {
   readonly widths: "likely" | "all";
 }
 
-/** The distinct views of `manifest`'s version, by name. */
+/** The distinct views of a version, by name. */
 export function versionViews(
-  manifest: Manifest,
+  read: DatasetVersion,
   dataset: DatasetLocation,
   options: VersionViewsOptions,
 ): Map<string, ViewSpec> {
   const views = new Map<string, ViewSpec>();
-  const pinned = pinnedVersion(manifest, dataset);
+  const pinned = pinnedVersion(read, dataset);
   const add = (indexName: string, group: GroupOfSegments) => {
     const spec = viewSpecOfGroup(pinned, indexName, group);
     views.set(viewName(spec), spec);
   };
-  for (const choice of indexChoices(manifest)) {
+  for (const choice of indexChoices(read)) {
     for (const coverage of options.coverages) {
-      const index = plannable(manifest, choice, coverage);
+      const index = plannable(read, choice, coverage);
       if (!index) continue;
       const units = workUnits(index, coverage);
       const widest = Math.max(1, Math.min(units.count, options.maxTasks));
@@ -63,12 +63,12 @@ export function versionViews(
 
 /** The index a request with this choice and coverage plans with, or none if it is refused. */
 function plannable(
-  manifest: Manifest,
+  read: DatasetVersion,
   choice: { column: string; indexName?: string },
   coverage: Coverage,
 ): IndexChoice | undefined {
   try {
-    return chooseIndex(manifest, { ...choice, allowMissing: coverage === "fallback" });
+    return chooseIndex(read, { ...choice, allowMissing: coverage === "fallback" });
   } catch (err) {
     // No index and no fallback, or a metric no request can search: no views.
     if (err instanceof FanoutError) return undefined;
@@ -77,16 +77,12 @@ function plannable(
 }
 
 /** Each vector index by column and name, and each vector column without an index. */
-function indexChoices(manifest: Manifest): { column: string; indexName?: string }[] {
-  const columns = manifest.fields.filter(
+function indexChoices(read: DatasetVersion): { column: string; indexName?: string }[] {
+  const columns = read.manifest.fields.filter(
     (f) => f.parentId === -1 && vectorDimension(f) !== undefined,
   );
   return columns.flatMap((field) => {
-    const names = new Set(
-      manifest.segments
-        .filter((s) => s.fieldIds[0] === field.id && s.metric !== null)
-        .map((s) => s.name),
-    );
+    const names = new Set(read.indices.filter((i) => i.field.id === field.id).map((i) => i.name));
     if (names.size === 0) return [{ column: field.name }];
     return [...names].map((indexName) => ({ column: field.name, indexName }));
   });
