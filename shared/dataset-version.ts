@@ -9,6 +9,7 @@ import { LRUCache } from "lru-cache";
 import { cachedPromise } from "./cached.js";
 import type { DatasetLocation } from "./dataset.js";
 import type { Table } from "./lance/connect.js";
+import { lanceErrorKind } from "./lance/errors.js";
 import type { TableCache } from "./lance/tables.js";
 import {
   fragmentRows,
@@ -18,7 +19,7 @@ import {
   scannerIndex,
 } from "./lance/version-facts.js";
 import type { IndexMetric, Manifest, ManifestField, ManifestSegment, Writer } from "./manifest.js";
-import { readManifest } from "./manifest-store.js";
+import { notFoundError, readManifest } from "./manifest-store.js";
 import type { ObjectStore } from "./objects.js";
 
 /** A fragment with its rows as Lance counts them. */
@@ -179,7 +180,12 @@ export class VersionCache {
       reading.catch(() => {});
       const table = await opening;
       const manifest = await reading;
-      return describeVersion(manifest, await lanceFacts(table, manifest));
+      const facts = await lanceFacts(table, manifest).catch(async (err: unknown) => {
+        // Counting a fragment's rows reads its data files: one may be missing.
+        if (lanceErrorKind(err) !== "not-found") throw err;
+        throw await notFoundError(err, this.#objects, location.uri, version);
+      });
+      return describeVersion(manifest, facts);
     });
   }
 }

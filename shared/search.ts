@@ -109,7 +109,11 @@ export async function planSearch(
   const valid = parseSearchRequest(request);
   const runtime = options.runtime ?? defaultRuntime();
   const invoker = options.invoker ?? inProcessInvoker(runtime);
-  return describePlan(await plan(valid, runtime, invoker.profile));
+  return describePlan(
+    await plan(valid, runtime, invoker.profile).catch((err: unknown) => {
+      throw toFanoutError(err);
+    }),
+  );
 }
 
 async function execute(

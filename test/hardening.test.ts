@@ -2,7 +2,7 @@
  * Faults and races, in process: damaged views, versions cleaned up mid-query, a writer churning
  * while queries run, and secrets kept out of errors and logs.
  */
-import { mkdtemp, rm } from "node:fs/promises";
+import { cp, mkdtemp, readdir, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
@@ -10,13 +10,14 @@ import { afterAll, describe, expect, test, vi } from "vitest";
 import { handler as segmentSearch } from "../functions/segment-search/handler.js";
 import { type LocalS3, startLocalS3 } from "../local/s3.js";
 import { loadConfig } from "../shared/config.js";
-import { redact } from "../shared/errors.js";
+import { FanoutError, redact } from "../shared/errors.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import type { Manifest } from "../shared/manifest.js";
 import { readManifest } from "../shared/manifest-store.js";
 import { createObjectStore } from "../shared/objects.js";
 import { createRuntime } from "../shared/runtime.js";
-import { type SearchResponse, vectorSearch } from "../shared/search.js";
+import { planSearch, type SearchResponse, vectorSearch } from "../shared/search.js";
+import { corpus } from "./support/corpus.js";
 import { DIMENSION, makeDataset, nativeSearch, queries, testRuntime } from "./support/fixtures.js";
 
 const [q0 = [], q1 = []] = queries(2, 77);
@@ -112,6 +113,28 @@ describe("versions", () => {
       expect((error as Error).message).toContain(victim);
     },
   );
+
+  test("a data file missing where Lance must count a legacy fragment's rows is INTERNAL naming it, in the plan too", async () => {
+    const legacy = corpus().find(
+      (d) => d.source.lance === null && d.name.startsWith("vectordb-2023"),
+    );
+    if (!legacy) throw new Error("the corpus lost its legacy-count dataset");
+    const dir = await mkdtemp(join(tmpdir(), "fanout-legacy-"));
+    const uri = join(dir, legacy.file);
+    await cp(legacy.dir, uri, { recursive: true });
+    const [file] = await readdir(join(uri, "data"));
+    await rm(join(uri, "data", file as string));
+    const runtime = await testRuntime();
+    for (const attempt of [
+      planSearch({ dataset: uri, query: [0.5, 0.5], k: 2 }, { runtime }),
+      vectorSearch({ dataset: uri, query: [0.5, 0.5], k: 2 }, { runtime: await testRuntime() }),
+    ]) {
+      const error = await attempt.catch((err: unknown) => err);
+      expect(error).toBeInstanceOf(FanoutError);
+      expect(error).toMatchObject({ code: "INTERNAL" });
+      expect((error as Error).message).toContain(file);
+    }
+  });
 
   test("while a writer appends, deletes, compacts and cleans up, every answer matches native at its version", async () => {
     const ds = await makeDataset({ rounds: [4000, 2000] });

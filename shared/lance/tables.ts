@@ -179,7 +179,7 @@ export async function takeRows(
     .bypassVectorIndex()
     .where(`_rowid IN (${rowIds.join(", ")})`)
     .withRowId()
-    .select([...columns])
+    .select([...columns, "_distance"])
     .limit(rowIds.length)
     .toArrow();
 }
