@@ -102,6 +102,7 @@ lance-fanout local stack
   Lambda invoke  ${stack.lambda.endpoint}  (${Object.values(FUNCTIONS).join(", ")})
                  idle workers ${stack.lambda.freeze ? "frozen between invocations, as on Lambda (--no-freeze: left running)" : "left running (--no-freeze)"}
   S3             ${stack.s3.endpoint}  (bucket ${stack.bucket}, credentials S3RVER/S3RVER)
+  allow-list     ${stack.env.LANCE_FANOUT_ALLOWED_DATASETS ?? "none: every dataset"}  (LANCE_FANOUT_ALLOWED_DATASETS)
   demo dataset   ${demo.uri}  (${demo.rows} rows, ${demo.segments} index segments)
 
 Try a filtered search:

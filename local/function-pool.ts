@@ -271,8 +271,14 @@ export class FunctionPool {
     }
   }
 
-  /** The answer and log of an ended run. */
+  /** The answer and log of an ended run; a lost environment is also told on the stack's stderr. */
   #outcome(id: string, output: InvocationOutput, run: Report, ended: Ended): Outcome {
+    if (ended.type === "failed") {
+      const { errorType, errorMessage } = ended.error;
+      process.stderr.write(
+        `${JSON.stringify({ level: "ERROR", message: "execution environment lost", functionName: this.#settings.name, requestId: id, errorType, errorMessage })}\n`,
+      );
+    }
     const { durationMs, initDurationMs, peakBytes } = run;
     const report = [
       `REPORT RequestId: ${id}`,

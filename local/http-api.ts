@@ -30,6 +30,11 @@ export interface HttpApiOptions {
    * {@link HttpApi.ready}. @default undefined: ready as soon as it listens
    */
   readonly starting?: string;
+  /**
+   * How long a request may take from its arrival, waiting for a free planner included, before
+   * it is answered 504 (API Gateway's integration timeout). @default 29,000
+   */
+  readonly integrationTimeoutMs?: number;
 }
 
 export interface HttpApi {
@@ -49,6 +54,8 @@ interface Health {
 }
 
 const ROUTE_KEY = "POST /search";
+/** API Gateway's HTTP API ends an integration at 29 s (docs/api.md: `timeoutMs`). */
+const INTEGRATION_TIMEOUT_MS = 29_000;
 /** The event carries the body, and a synchronous Lambda invoke carries at most 6 MB. */
 const MAX_BODY_BYTES = 6 * 1024 * 1024;
 
@@ -67,22 +74,24 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   // On AWS the planner scales out; here its pool is fixed, so a throttled invoke waits for a free
   // worker (bounded, jittered) instead of passing the 429 on. A 429 after that still reaches the
   // caller.
-  const invoke: Invoke = (event) => {
+  const invoke: Invoke = (event, signal) => {
     const command = new InvokeCommand({
       FunctionName: plannerFunction,
       Payload: JSON.stringify(event),
     });
-    return pRetry(() => client.send(command), {
+    return pRetry(() => client.send(command, { abortSignal: signal }), {
       retries: 40,
       minTimeout: 25,
       maxTimeout: 1_000,
       randomize: true,
+      signal,
       shouldRetry: ({ error }) => error instanceof TooManyRequestsException,
     });
   };
+  const timeoutMs = options.integrationTimeoutMs ?? INTEGRATION_TIMEOUT_MS;
 
   const { server, port: bound } = await listenOnLoopback(port, (req, res) => {
-    route(req, res, invoke, health).catch((err: unknown) => {
+    route(req, res, invoke, health, timeoutMs).catch((err: unknown) => {
       sendError(res, 500, "INTERNAL", err instanceof Error ? err.message : String(err));
     });
   });
@@ -108,14 +117,16 @@ export async function startHttpApi(options: HttpApiOptions): Promise<HttpApi> {
   };
 }
 
-type Invoke = (event: unknown) => Promise<InvokeCommandOutput>;
+type Invoke = (event: unknown, signal: AbortSignal) => Promise<InvokeCommandOutput>;
 
 async function route(
   req: IncomingMessage,
   res: ServerResponse,
   invoke: Invoke,
   health: Health,
+  timeoutMs: number,
 ): Promise<void> {
+  const arrived = Date.now();
   const url = new URL(req.url ?? "/", `http://${HOST}`);
   const key = `${req.method} ${url.pathname}`;
   if (key === "GET /health" && health.starting !== undefined) {
@@ -125,17 +136,24 @@ async function route(
   } else if (key === "GET /health") {
     sendJson(res, 200, JSON.stringify({ status: "ok" }));
   } else if (key === ROUTE_KEY) {
-    await search(req, res, url, invoke);
+    await search(req, res, url, invoke, arrived, arrived + timeoutMs);
   } else {
     sendError(res, 404, "NOT_FOUND", `no route for ${key}`);
   }
 }
 
+/**
+ * One search: the planner invoked with the request's event, its answer passed on. At `deadline`
+ * (from the request's arrival, waiting for a free planner included) the caller gets 504, as
+ * from API Gateway, and the invoke is let go.
+ */
 async function search(
   req: IncomingMessage,
   res: ServerResponse,
   url: URL,
   invoke: Invoke,
+  arrived: number,
+  deadline: number,
 ): Promise<void> {
   const body = await readBody(req, MAX_BODY_BYTES, "pause");
   if (body === undefined) {
@@ -146,23 +164,31 @@ async function search(
     return;
   }
   const requestId = randomUUID();
+  const cut = new AbortController();
+  const timer = setTimeout(() => cut.abort(), Math.max(0, deadline - Date.now()));
   let out: InvokeCommandOutput;
   try {
-    out = await invoke(httpEvent(req, url, body.toString("utf8"), requestId));
+    const event = httpEvent(req, url, body.toString("utf8"), requestId, arrived);
+    out = await invoke(event, cut.signal);
   } catch (err) {
-    if (err instanceof TooManyRequestsException) {
+    if (cut.signal.aborted) {
+      sendError(res, 504, "TIMEOUT", "the request did not finish within the API's 29 s");
+    } else if (err instanceof TooManyRequestsException) {
       sendError(res, 429, "TOO_MANY_REQUESTS", `the planner is throttled: ${err.message}`);
     } else if (err instanceof LambdaServiceException && err.$metadata.httpStatusCode === 413) {
       // The body fit, but not with the event's envelope around it.
       sendError(res, 413, "PAYLOAD_TOO_LARGE", `the planner event is too large: ${err.message}`);
     } else {
-      sendError(res, 502, "INTERNAL", `invoking the planner failed: ${String(err)}`);
+      sendError(res, 500, "INTERNAL", `invoking the planner failed: ${String(err)}`);
     }
     return;
+  } finally {
+    clearTimeout(timer);
   }
   const answer = readInvokeOutput(out, "the planner");
   if (answer.failure) {
-    sendError(res, 502, "INTERNAL", answer.failure);
+    // As API Gateway answers a Lambda function error: 500.
+    sendError(res, 500, "INTERNAL", answer.failure);
     return;
   }
   const response = httpResponse(answer.text);
@@ -171,13 +197,19 @@ async function search(
 }
 
 /** The API Gateway HTTP API event (payload format 2.0) of a request to {@link ROUTE_KEY}. */
-function httpEvent(req: IncomingMessage, url: URL, body: string, requestId: string) {
+function httpEvent(
+  req: IncomingMessage,
+  url: URL,
+  body: string,
+  requestId: string,
+  arrived: number,
+) {
   const headers: Record<string, string> = {};
   // Node lower-cases header names already; API Gateway joins repeated headers with commas.
   for (const [name, value] of Object.entries(req.headers)) {
     if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(",") : value;
   }
-  const now = new Date();
+  const now = new Date(arrived);
   return {
     version: "2.0",
     routeKey: ROUTE_KEY,

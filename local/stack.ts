@@ -50,6 +50,11 @@ export interface StackOptions {
    * @default 1
    */
   readonly segmentSearchSlots?: number;
+  /**
+   * The user's environment: every `LANCE_FANOUT_*` variable set in it reaches the functions
+   * over the stack's own defaults (see {@link userSettings}). @default process.env
+   */
+  readonly userEnv?: NodeJS.ProcessEnv;
 }
 
 /** The local segment-search function of slot `n`: the first has the plain name. */
@@ -99,6 +104,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(segmentSearchConcurrency * slots.length),
       // Each segment-search worker's index cache, as the deployed memory size gives it.
       LANCE_FANOUT_TASK_INDEX_CACHE_MB: String(FUNCTION_DEFAULTS.segmentSearch.memorySize / 2),
+      ...userSettings(options.userEnv ?? process.env),
     };
     const bundles = await bundleFunctions();
     // Memory sizes and timeouts are the deployed ones (functions/defaults.ts).
@@ -182,6 +188,22 @@ export function localEnv(
     // The workers run on the Node that started the stack, which need not be Lambda's.
     AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true",
   };
+}
+
+/** How the stack wires its functions to one another: not the user's to change. */
+const WIRING = new Set(["LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION", "LANCE_FANOUT_MERGE_FUNCTION"]);
+
+/**
+ * The `LANCE_FANOUT_*` variables the user set (an allow-list, a coverage, a timeout...): the
+ * functions get them as on a deployment configured so; the stack's defaults fill in the rest.
+ */
+export function userSettings(env: NodeJS.ProcessEnv): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(env).filter(
+      (entry): entry is [string, string] =>
+        entry[0].startsWith("LANCE_FANOUT_") && !WIRING.has(entry[0]) && Boolean(entry[1]?.trim()),
+    ),
+  );
 }
 
 async function stopAll(stops: readonly (() => Promise<void>)[]): Promise<void> {

@@ -20,9 +20,12 @@ export interface DatasetLocation {
 }
 
 /**
- * Parses and authorises a dataset URI.
- * @throws FanoutError `INVALID_REQUEST` for a malformed URI, `FORBIDDEN_DATASET` when the
- *   configuration does not allow it.
+ * The one gate every dataset URI passes, on every path (search, explain, prepare, gc, tasks,
+ * the CLI): parses it into a plain, normalised URI, refusing anything else, then checks the
+ * allow-list, before anything is read or written. A dataset outside the list is refused the
+ * same way whether it exists or not.
+ * @throws FanoutError `INVALID_REQUEST` for what is not a plain dataset URI,
+ *   `FORBIDDEN_DATASET` when the configuration does not allow it.
  */
 export function resolveDataset(dataset: string, config: FanoutConfig): DatasetLocation {
   const location = parseDatasetUri(dataset);
@@ -36,41 +39,85 @@ export function resolveDataset(dataset: string, config: FanoutConfig): DatasetLo
   return location;
 }
 
+/**
+ * What an S3 key of a dataset may not hold: percent-encoding, spaces, `+` and the other
+ * characters clients and stores decode differently, so the key checked is the key read.
+ */
+const NOT_IN_S3_KEY = /[^A-Za-z0-9._=/-]/;
+/** lancedb's own rule for a table name (others panic inside it). */
+const TABLE_NAME = /^[A-Za-z0-9_.-]+$/;
+
 function parseDatasetUri(dataset: string): DatasetLocation {
+  const control = /[\p{Cc}\p{Cf}]/u.exec(dataset);
+  if (control) throw invalid(dataset, `a control character at position ${control.index + 1}`);
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(dataset)?.[1]?.toLowerCase();
-  let uri: string;
-  if (scheme === "s3") {
-    uri = dataset.replace(/\/+$/, "");
-    if (!/^s3:\/\/[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]\/.+/.test(uri)) {
-      throw invalid(dataset, "expected s3://bucket/prefix/name.lance");
-    }
-  } else if (scheme === "file") {
-    uri = fileURLToPath(dataset).replace(/\/+$/, "");
-  } else if (scheme === undefined) {
-    uri = resolve(dataset);
-  } else {
+  const uri =
+    scheme === "s3"
+      ? s3Uri(dataset)
+      : scheme === "file"
+        ? localPath(dataset, fileUrlPath(dataset))
+        : scheme === undefined
+          ? localPath(dataset, dataset)
+          : undefined;
+  if (uri === undefined) {
     throw invalid(dataset, `unsupported scheme ${scheme}://, use s3:// or a local path`);
   }
   const slash = uri.lastIndexOf("/");
   const last = uri.slice(slash + 1);
-  if (!last.endsWith(".lance") || last.length === ".lance".length) {
-    throw invalid(dataset, "the last path segment must be <name>.lance");
+  const tableName = last.slice(0, -".lance".length);
+  if (!last.endsWith(".lance") || !TABLE_NAME.test(tableName)) {
+    throw invalid(dataset, "the last path segment must be <name>.lance (letters, digits, _ . -)");
   }
   return {
     uri,
     kind: scheme === "s3" ? "s3" : "local",
     dbUri: uri.slice(0, slash) || "/",
-    tableName: last.slice(0, -".lance".length),
+    tableName,
   };
 }
 
-function invalid(dataset: string, why: string): FanoutError {
-  return new FanoutError("INVALID_REQUEST", `dataset "${dataset}": ${why}`);
+/** `s3://bucket/key`, normalised: lower-case scheme, no trailing slash, no empty or dot segments. */
+function s3Uri(dataset: string): string {
+  const [bucket = "", ...key] = dataset.slice("s3://".length).replace(/\/+$/, "").split("/");
+  if (!/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/.test(bucket)) {
+    throw invalid(dataset, "expected s3://bucket/prefix/name.lance with a valid bucket name");
+  }
+  const bad = NOT_IN_S3_KEY.exec(key.join("/"));
+  if (bad) {
+    throw invalid(dataset, `"${bad[0]}" is not allowed in a key (letters, digits, - _ . = /)`);
+  }
+  if (key.length === 0 || key.some((s) => s === "" || s === "." || s === "..")) {
+    throw invalid(dataset, "the key must not have empty, '.' or '..' segments");
+  }
+  return `s3://${bucket}/${key.join("/")}`;
 }
 
+/** The path of a `file:` URL, which names no host (`file:///abs/path`). */
+function fileUrlPath(dataset: string): string {
+  if (!/^file:\/\/\//i.test(dataset)) {
+    throw invalid(dataset, "a file URL names no host: file:///absolute/path.lance");
+  }
+  try {
+    return fileURLToPath(dataset.replace(/^file:/i, "file:"));
+  } catch (err) {
+    throw invalid(dataset, (err as Error).message);
+  }
+}
+
+/** An absolute local path, resolved from `path`, which may not climb with `..`. */
+function localPath(dataset: string, path: string): string {
+  if (path.split(/[\\/]/).includes("..")) throw invalid(dataset, "must not contain '..' segments");
+  return resolve(path).replace(/\/+$/, "");
+}
+
+function invalid(dataset: string, why: string): FanoutError {
+  return new FanoutError("INVALID_REQUEST", `dataset ${JSON.stringify(dataset)}: ${why}`);
+}
+
+/** Whether `uri` (normalised) is under an allow-list entry, itself normalised the same way. */
 function isUnder(uri: string, prefix: string): boolean {
-  const base = prefix.startsWith("s3://") ? prefix : resolve(prefix);
-  return uri === base || uri.startsWith(base.endsWith("/") ? base : `${base}/`);
+  const base = prefix.startsWith("s3://") ? prefix.replace(/\/+$/, "") : resolve(prefix);
+  return uri === base || uri.startsWith(`${base}/`);
 }
 
 /** lancedb storage options for S3 (empty for local datasets). */

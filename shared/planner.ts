@@ -7,7 +7,7 @@ import { encodeVectors } from "./codec.js";
 import { FanoutError } from "./errors.js";
 import { type Group, groupFragments, groupSegments, segmentCost } from "./grouping.js";
 import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
-import { lanceMessage } from "./lance/errors.js";
+import { checkFilterWithLance } from "./lance/filters.js";
 import type { Writer } from "./manifest.js";
 import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
@@ -110,16 +110,8 @@ export async function plan(
     throw new FanoutError("INVALID_REQUEST", `select: unknown column(s) ${unknown.join(", ")}`);
   }
   if (request.filter !== undefined) {
-    // Planning the query makes Lance parse the filter against the schema, without reading data.
     const table = await runtime.tables.at(location, version);
-    await table
-      .vectorSearch(new Float32Array(index.dimension))
-      .column(index.column)
-      .where(request.filter)
-      .explainPlan()
-      .catch((err: unknown) => {
-        throw new FanoutError("INVALID_REQUEST", `filter: ${lanceMessage(err)}`, { cause: err });
-      });
+    await checkFilterWithLance(table, index.column, index.dimension, request.filter);
   }
   const { units, split } = splitPlan(index, coverage, request, runtime.config.maxTasks, {
     profile,

@@ -5,6 +5,7 @@
  */
 import { z } from "zod";
 import { FanoutError } from "./errors.js";
+import { filterProblem } from "./filter.js";
 
 /** Upper bounds that keep lancedb away from its abort paths (see lancedb-hazards). */
 export const LIMITS = {
@@ -55,9 +56,10 @@ export const searchRequestSchema = z
       .trim()
       .min(1)
       .max(LIMITS.maxFilterLength)
-      // Lance would parse the first statement and ignore the rest: refuse rather than guess.
-      .refine((f) => !f.replace(/'(?:[^']|'')*'|"(?:[^"]|"")*"|`[^`]*`/g, "").includes(";"), {
-        message: "must be one SQL expression (no ';')",
+      // Lance would apply the part of it it understands and ignore the rest: refuse instead.
+      .superRefine((filter, ctx) => {
+        const problem = filterProblem(filter);
+        if (problem) ctx.addIssue({ code: "custom", message: problem });
       })
       .optional(),
     nprobes: positiveInt(LIMITS.maxNprobes).optional(),

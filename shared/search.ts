@@ -20,6 +20,11 @@ export interface SearchOptions {
   readonly runtime?: Runtime;
   /** Carried to every task for logs. @default a random UUID */
   readonly requestId?: string;
+  /**
+   * The latest time (epoch ms) the answer is of use, e.g. an HTTP request's arrival plus what
+   * API Gateway allows: the search's deadline is the earlier of this and its `timeoutMs`.
+   */
+  readonly deadline?: number | undefined;
 }
 
 export interface PlanResponse {
@@ -92,7 +97,8 @@ export function vectorSearch(
     return Promise.reject(err);
   }
   const runtime = options.runtime ?? defaultRuntime();
-  const timeoutMs = valid.timeoutMs ?? runtime.config.timeoutMs;
+  const left = options.deadline === undefined ? Infinity : options.deadline - Date.now();
+  const timeoutMs = Math.max(0, Math.min(valid.timeoutMs ?? runtime.config.timeoutMs, left));
   const deadline = new AbortController();
   return withDeadline(execute(valid, runtime, options, deadline.signal), timeoutMs, deadline).catch(
     (err: unknown) => {

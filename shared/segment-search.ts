@@ -8,7 +8,13 @@ import type { Table as ArrowTable } from "apache-arrow";
 import { decodeVectors, encodeCandidates, type QueryCandidates } from "./codec.js";
 import type { DatasetLocation } from "./dataset.js";
 import { FanoutError } from "./errors.js";
-import { lanceErrorKind, missingObject, refusesBatchSearch } from "./lance/errors.js";
+import {
+  failsOnValues,
+  lanceErrorKind,
+  missingObject,
+  refusesBatchSearch,
+  valueFailure,
+} from "./lance/errors.js";
 import { notFoundError, unsupportedError } from "./manifest-store.js";
 import type { Runtime } from "./runtime.js";
 import type {
@@ -29,6 +35,10 @@ export async function searchSegments(task: SegmentTask, runtime: Runtime): Promi
     return await search(task, spec, runtime);
   } catch (err) {
     if (err instanceof FanoutError) throw err;
+    if (task.filter !== undefined && failsOnValues(err)) {
+      const message = `filter: Lance could not evaluate it on the data (${valueFailure(err)})`;
+      throw new FanoutError("INVALID_REQUEST", message, { cause: err });
+    }
     const kind = lanceErrorKind(err);
     if (kind === "unsupported") {
       throw await unsupportedError(err, runtime.objects, spec.dataset.uri, task.version);

@@ -24,13 +24,14 @@ async function health(stack: Stack): Promise<Health> {
   return { status: res.status, body: (await res.json()) as Health["body"] };
 }
 
-function start(dataDir: string): Promise<Stack> {
+function start(dataDir: string, userEnv: NodeJS.ProcessEnv = {}): Promise<Stack> {
   return startStack({
     dataDir,
     apiPort: 0,
     s3Port: 0,
     lambdaPort: 0,
     starting: "starting the local stack",
+    userEnv,
   });
 }
 
@@ -80,11 +81,26 @@ describe("npm start's demo on the local stack", () => {
       await first.stop();
     }
 
-    const second = await start(dataDir);
+    // Started by a user who set an allow-list: the functions keep it.
+    const second = await start(dataDir, {
+      LANCE_FANOUT_ALLOWED_DATASETS: "s3://lance-fanout/demo/",
+    });
     try {
       const again = await prepareDemo(second, DEMO);
       expect(again.demo).toEqual({ ...built.demo, build: undefined });
       expect((await health(second)).status).toBe(200);
+      expect(second.env.LANCE_FANOUT_ALLOWED_DATASETS).toBe("s3://lance-fanout/demo/");
+      const outside = await fetch(`${second.api.url}/search`, {
+        method: "POST",
+        body: JSON.stringify({
+          ...exampleSearch(built.demo.uri),
+          dataset: "s3://lance-fanout/other/demo.lance",
+        }),
+      });
+      expect(outside.status).toBe(403);
+      expect(((await outside.json()) as { error: { code: string } }).error.code).toBe(
+        "FORBIDDEN_DATASET",
+      );
     } finally {
       await second.stop();
     }

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
 import { beforeAll, describe, expect, test } from "vitest";
+import { HTTP_MAX_TIMEOUT_MS, httpDeadline } from "../functions/common/http.js";
 import { handler as plannerHandler } from "../functions/planner/handler.js";
 import { ERROR_STATUS, type ErrorCode, FanoutError } from "../shared/errors.js";
 import { inProcessInvoker } from "../shared/invoker.js";
@@ -209,6 +210,19 @@ describe("failures of the service are 5xx and never partial", () => {
       "TIMEOUT",
     );
     expect(inFlight?.aborted).toBe(true);
+  });
+
+  test("an HTTP search's deadline runs from its arrival: a request that waited it out is TIMEOUT", async () => {
+    const arrived = Date.now() - HTTP_MAX_TIMEOUT_MS - 1;
+    const event = {
+      version: "2.0",
+      requestContext: { http: { method: "POST", path: "/search" }, timeEpoch: arrived },
+    } as const;
+    expect(httpDeadline(event)).toBe(arrived + HTTP_MAX_TIMEOUT_MS);
+    await expectCode(
+      vectorSearch({ dataset: ds.uri, query: q, k: 5 }, { runtime, deadline: httpDeadline(event) }),
+      "TIMEOUT",
+    );
   });
 
   test("a corrupt manifest is INTERNAL", async () => {

@@ -330,11 +330,22 @@ describe("local Lambda service", () => {
     expect(Array.isArray(out.body.trace)).toBe(true);
   });
 
-  it("replaces a worker that exits mid-invocation, leaking no process", async () => {
+  it("replaces a worker that exits mid-invocation, leaking no process, and says so on stderr", async () => {
     const first = (await invoke("crash", {})).body.pid as number;
     expect(lambda.workerPids("crash")).toEqual([first]);
 
+    const stderr = vi.spyOn(process.stderr, "write").mockImplementation(() => true);
     const exited = await invoke("crash", { mode: "exit" });
+    const logged = stderr.mock.calls.map(([line]) => String(line));
+    stderr.mockRestore();
+    expect(logged.map((line) => JSON.parse(line))).toContainEqual(
+      expect.objectContaining({
+        message: "execution environment lost",
+        functionName: "crash",
+        requestId: expect.stringMatching(/^[0-9a-f-]{36}$/),
+        errorType: "Runtime.ExitError",
+      }),
+    );
     expect(exited.functionError).toBe("Unhandled");
     expect(exited.body.errorType).toBe("Runtime.ExitError");
     expect(exited.body.errorMessage).toMatch(/Runtime exited with error: exit status 1$/);
@@ -601,6 +612,40 @@ async function json<T>(res: Response): Promise<T> {
   return (await res.json()) as T;
 }
 
+describe("HTTP API deadlines", () => {
+  let lambda: LocalLambda;
+  let api: HttpApi;
+
+  beforeAll(async () => {
+    // One planner: a second request waits for it, and its wait counts against its deadline.
+    lambda = await startLocalLambda({
+      functions: [{ name: "slow", module: handler("slow"), concurrency: 1 }],
+    });
+    api = await startHttpApi({
+      plannerFunction: "slow",
+      lambdaEndpoint: lambda.endpoint,
+      integrationTimeoutMs: 800,
+    });
+  });
+
+  afterAll(async () => {
+    await api?.stop();
+    await lambda?.stop();
+  });
+
+  it("cuts a request at the integration timeout from its arrival, waiting for a planner included", async () => {
+    const send = (ms: number) =>
+      fetch(`${api.url}/search`, { method: "POST", body: JSON.stringify({ ms }) });
+    const started = Date.now();
+    const [first, second] = await Promise.all([send(500), send(500)]);
+    expect(first.status).toBe(200);
+    // The second waited ~500 ms for the planner, then would have run 500 more: over 800.
+    expect(second.status).toBe(504);
+    expect((await json<ErrorJson>(second)).error.code).toBe("TIMEOUT");
+    expect(Date.now() - started).toBeLessThan(1_500);
+  });
+});
+
 describe("HTTP API", () => {
   let lambda: LocalLambda;
   let api: HttpApi;
@@ -695,9 +740,9 @@ describe("HTTP API", () => {
     expect(lambda.stats().planner?.invocations).toBe(before);
   });
 
-  it("answers 502 when the planner fails and 404 for other routes", async () => {
+  it("answers 500 INTERNAL when the planner fails, as API Gateway does, and 404 for other routes", async () => {
     const failed = await fetch(`${failing.url}/search`, { method: "POST", body: "{}" });
-    expect(failed.status).toBe(502);
+    expect(failed.status).toBe(500);
     expect((await json<ErrorJson>(failed)).error.code).toBe("INTERNAL");
 
     const missing = await fetch(`${api.url}/search`);

@@ -234,6 +234,18 @@ describe("a dataset on S3", () => {
     ).rejects.toMatchObject({ code: "FORBIDDEN_DATASET" });
   });
 
+  test("a bucket that does not exist is DATASET_NOT_FOUND, without lancedb's debug dump", async () => {
+    const open = createRuntime({ ...runtime.config, allowedDatasets: undefined });
+    const error = await vectorSearch(
+      { dataset: "s3://no-such-bucket/db/items.lance", query: queries(1)[0] ?? [], k: 1 },
+      { runtime: open },
+    ).catch((err: unknown) => err);
+    expect(error).toMatchObject({
+      code: "DATASET_NOT_FOUND",
+      message: "dataset s3://no-such-bucket/db/items.lance not found",
+    });
+  });
+
   test("a missing S3 dataset is DATASET_NOT_FOUND", async () => {
     await expect(
       vectorSearch(

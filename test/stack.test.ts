@@ -365,6 +365,46 @@ describe("the local stack", () => {
     expect(crashes()).toBe(before);
   });
 
+  test.each([null, "x", 7, { dataset: "s3://lance-fanout/demo/../other/demo.lance" }])(
+    "a prepare event of %j by direct invoke answers an INVALID_REQUEST body, never Unhandled",
+    async (prepare) => {
+      const out = await lambda.send(
+        new InvokeCommand({
+          FunctionName: FUNCTIONS.planner,
+          Payload: JSON.stringify({ prepare }),
+        }),
+      );
+      expect(out.FunctionError).toBeUndefined();
+      const body = JSON.parse(Buffer.from(out.Payload ?? []).toString("utf8"));
+      expect(body.prepared).toEqual([
+        expect.objectContaining({ error: expect.objectContaining({ code: "INVALID_REQUEST" }) }),
+      ]);
+    },
+  );
+
+  test("the hostile requests all at once take no function down; the next search answers warm", async () => {
+    const hostile = badRequests({ ...request(), query: [q0] }, stack.bucket).filter(
+      (c) => c.name.startsWith("filter") || c.name.startsWith("dataset"),
+    );
+    const planners = stack.lambda.workerPids(FUNCTIONS.planner);
+    const crashes = () =>
+      Object.values(stack.lambda.stats()).reduce((sum, s) => sum + s.crashes + s.outOfMemory, 0);
+    const before = crashes();
+    const answers = await Promise.all(
+      hostile.map(({ body }) =>
+        fetch(`${stack.api.url}/search`, { method: "POST", body: JSON.stringify(body) }),
+      ),
+    );
+    expect(answers.map((a) => a.status).filter((s) => s >= 500)).toEqual([]);
+    expect(crashes()).toBe(before);
+    for (const pid of planners) expect(isAlive(pid)).toBe(true);
+    const started = performance.now();
+    const next = await httpSearch(request());
+    expect(next.status).toBe(200);
+    // Warm: no environment had to start again.
+    expect(performance.now() - started).toBeLessThan(3_000);
+  });
+
   test("random JSON never gets a 5xx or an unstructured answer (fast-check)", async () => {
     await fc.assert(
       fc.asyncProperty(

@@ -16,7 +16,11 @@ export interface HttpEvent {
   readonly body?: string;
   readonly isBase64Encoded?: boolean;
   readonly headers?: Readonly<Record<string, string | undefined>>;
-  readonly requestContext: { readonly http: { readonly method: string; readonly path: string } };
+  readonly requestContext: {
+    readonly http: { readonly method: string; readonly path: string };
+    /** When API Gateway received the request (epoch ms). */
+    readonly timeEpoch?: number;
+  };
 }
 
 export interface HttpResponse {
@@ -63,6 +67,18 @@ export function parseHttpBody(event: HttpEvent): unknown {
 
 /** The longest deadline an HTTP search may ask for: API Gateway gives up after 30 s, and the planner (29 s) must still answer TIMEOUT before its own timeout. */
 export const HTTP_MAX_TIMEOUT_MS = 28_000;
+
+/**
+ * The latest time an HTTP search may answer: {@link HTTP_MAX_TIMEOUT_MS} from the request's
+ * arrival at API Gateway, so time spent waiting for a planner counts against it.
+ */
+export function httpDeadline(event: HttpEvent): number {
+  const arrived = event.requestContext.timeEpoch;
+  return (
+    (typeof arrived === "number" && Number.isFinite(arrived) ? arrived : Date.now()) +
+    HTTP_MAX_TIMEOUT_MS
+  );
+}
 
 /**
  * `result`, if its JSON (what Lambda sends back) fits a synchronous invocation's 6 MB response.

@@ -16,6 +16,7 @@ import { prepareRequests } from "../common/events.js";
 import {
   arrowResponse,
   errorResponse,
+  httpDeadline,
   isHttpEvent,
   jsonResponse,
   NEGOTIATED,
@@ -28,7 +29,11 @@ import { logEvent } from "../common/log.js";
 
 let invoker: Invoker | undefined;
 
-async function search(request: unknown, requestId: string): Promise<SearchResponse | PlanResponse> {
+async function search(
+  request: unknown,
+  requestId: string,
+  deadline?: number,
+): Promise<SearchResponse | PlanResponse> {
   invoker ??= lambdaInvokerOf(defaultRuntime().config);
   const started = performance.now();
   try {
@@ -36,6 +41,7 @@ async function search(request: unknown, requestId: string): Promise<SearchRespon
       invoker,
       requestId,
       runtime: defaultRuntime(),
+      deadline,
     });
     logEvent({
       requestId,
@@ -73,13 +79,10 @@ async function prepareAll(requests: readonly PrepareRequest[]) {
         return report;
       } catch (err) {
         const error = toFanoutError(err);
-        logEvent({
-          fn: "planner",
-          prepare: request.dataset,
-          error: error.code,
-          message: error.message,
-        });
-        return { dataset: request.dataset, ...error.toBody() };
+        // The request may be anything a caller sent (`{"prepare": null}`).
+        const dataset = (request as Partial<PrepareRequest> | null)?.dataset;
+        logEvent({ fn: "planner", prepare: dataset, error: error.code, message: error.message });
+        return { dataset, ...error.toBody() };
       }
     }),
   );
@@ -92,7 +95,7 @@ export async function handler(event: unknown, context?: { awsRequestId?: string 
   if (isHttpEvent(event)) {
     try {
       const request = parseHttpBody(event);
-      const response = await search(request, requestId);
+      const response = await search(request, requestId, httpDeadline(event));
       if (!wantsArrow(event) || !("results" in response)) {
         return withinResponseLimit(jsonResponse(200, response, NEGOTIATED));
       }

@@ -55,6 +55,21 @@ export function refusesTake(err: unknown): boolean {
   return /FilteredRead on v1 files|missing row count stats/i.test(messageOf(err));
 }
 
+/**
+ * An expression failed on the data (a cast that overflows, a division by zero): with a filter,
+ * the caller's filter, which planning cannot catch as it reads no values.
+ */
+export function failsOnValues(err: unknown): boolean {
+  return VALUE_FAILURE.test(messageOf(err));
+}
+
+const VALUE_FAILURE = /(?:Cast error|Arithmetic overflow|Divide by zero|Compute error)[^,\n]*/i;
+
+/** What failed on the data, without Lance's wrapping (e.g. `Cast error: Can't cast value 300 to type Int8`). */
+export function valueFailure(err: unknown): string {
+  return VALUE_FAILURE.exec(messageOf(err))?.[0] ?? lanceMessage(err);
+}
+
 /** The first line of a lance error, without its Rust source locations. */
 export function lanceMessage(err: unknown): string {
   const message = messageOf(err);

@@ -96,14 +96,14 @@ export class TableCache {
   }
 
   async #open(location: DatasetLocation): Promise<Table> {
-    const connection = await this.#connection(location);
     try {
+      // Connecting lists the database: a bucket that does not exist fails here.
+      const connection = await this.#connection(location);
       return await connection.openTable(location.tableName);
     } catch (err) {
-      if (lanceErrorKind(err) === "unsupported") {
-        throw await unsupportedError(err, this.#objects, location.uri);
-      }
-      if (lanceErrorKind(err) === "not-found") {
+      const kind = lanceErrorKind(err);
+      if (kind === "unsupported") throw await unsupportedError(err, this.#objects, location.uri);
+      if (kind === "not-found") {
         throw new FanoutError("DATASET_NOT_FOUND", `dataset ${location.uri} not found`, {
           cause: err,
         });

@@ -34,6 +34,17 @@ export function badRequests(valid: Record<string, unknown>, bucket: string): Bad
       "INVALID_REQUEST",
     ],
     ["dataset ftp scheme", { ...valid, dataset: "ftp://host/items.lance" }, "INVALID_REQUEST"],
+    ...[" ", "+", "é", "\u0000", "\n", "%2e%2e/"].map((c): [string, unknown, ErrorCode] => [
+      `dataset with ${JSON.stringify(c)}`,
+      { ...valid, dataset: `s3://${bucket}/db/${c}items.lance` },
+      "INVALID_REQUEST",
+    ]),
+    ["dataset with //", { ...valid, dataset: `s3://${bucket}//db/items.lance` }, "INVALID_REQUEST"],
+    [
+      "dataset file:// with a host",
+      { ...valid, dataset: "file://evil/x.lance" },
+      "INVALID_REQUEST",
+    ],
     [
       "dataset file:// when deployed",
       { ...valid, dataset: "file:///etc/items.lance" },
@@ -123,6 +134,40 @@ export function badRequests(valid: Record<string, unknown>, bucket: string): Bad
     ["filter SQL injection", { ...valid, filter: "1=1; DROP TABLE items" }, "INVALID_REQUEST"],
     ["filter empty", { ...valid, filter: "   " }, "INVALID_REQUEST"],
     ["filter a number", { ...valid, filter: 1 }, "INVALID_REQUEST"],
+    // Lance would apply only what it understands of these: a silent wrong answer.
+    ...[
+      "category = 3) AND (category = 4",
+      "category = 3 garbage",
+      "category = 3 ORDER BY id",
+      "category = 3 LIMIT 1",
+      "category = '3\u00003'",
+    ].map((filter): [string, unknown, ErrorCode] => [
+      `filter cut short: ${JSON.stringify(filter)}`,
+      { ...valid, filter },
+      "INVALID_REQUEST",
+    ]),
+    // These crash or exhaust a function, or fail only on the data.
+    [
+      "filter of 1,500 additions",
+      { ...valid, filter: `category + ${Array(1500).fill("1").join("+")} > 0` },
+      "INVALID_REQUEST",
+    ],
+    [
+      "filter allocating 1 GB",
+      { ...valid, filter: "length(repeat('a', 1000000000)) > 0" },
+      "INVALID_REQUEST",
+    ],
+    [
+      "filter allocating per row",
+      { ...valid, filter: "length(repeat(CAST(id AS VARCHAR), 1000000)) > 0" },
+      "INVALID_REQUEST",
+    ],
+    ["filter arrow_cast", { ...valid, filter: "arrow_cast(id, 'Int8') = 1" }, "INVALID_REQUEST"],
+    [
+      "filter overflowing a cast",
+      { ...valid, filter: "CAST(id AS TINYINT) = 1" },
+      "INVALID_REQUEST",
+    ],
     ["body over 6 MB", { ...valid, pad: "x".repeat(6 * 1024 * 1024) }, "PAYLOAD_TOO_LARGE"],
   ];
   return cases.map(([name, body, code]) => ({ name, body, code }));

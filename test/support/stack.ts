@@ -25,6 +25,8 @@ export async function stackWithDataset(
     apiPort: 0,
     s3Port: 0,
     lambdaPort: 0,
+    // What an earlier stack exported to this process is not the user's setting.
+    userEnv: {},
     ...options,
   });
   Object.assign(process.env, stack.env);
