@@ -75,8 +75,10 @@ describe("the planner's Lambda client", () => {
     setTimeout(() => deadline.abort(), 100);
     const started = performance.now();
     await expect(invoker(4).searchSegments(task, deadline.signal)).rejects.toThrow();
-    expect(performance.now() - started).toBeLessThan(1_000);
-    await expect.poll(() => seen.aborted).toBe(1);
+    // Let go before the stand-in's 2 s answer, however busy the machine.
+    expect(performance.now() - started).toBeLessThan(1_900);
+    // The stand-in sees the closed socket a little later; under load, more than a second.
+    await expect.poll(() => seen.aborted, { timeout: 10_000 }).toBe(1);
 
     reset({ delayMs: 5, status: 429 });
     const throttled = new AbortController();
