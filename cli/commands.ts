@@ -22,6 +22,7 @@ import {
   type SearchResponse,
   vectorSearch,
 } from "../shared/index.js";
+import { type Format, formatRows } from "./output.js";
 import { type RequestOptions, toRequest } from "./request-options.js";
 
 /**
@@ -128,17 +129,26 @@ async function claimPidFile(dataDir: string): Promise<void> {
 type Via = "local" | "http" | "lambda";
 
 export async function searchCommand(
-  o: RequestOptions & { via: Via; url?: string; function: string; json?: boolean },
+  o: RequestOptions & {
+    via: Via;
+    url?: string;
+    function: string;
+    json?: boolean;
+    format: Format;
+  },
 ): Promise<void> {
   const response = await searchVia(o.via, await toRequest(o), o);
-  if (o.json) {
+  const format = o.json ? "json" : o.format;
+  if (format === "json") {
     console.log(JSON.stringify(response, null, 2));
     return;
   }
-  console.log(
-    `version ${response.version}, index ${response.index.name}, ${response.plan.tasks} task(s)`,
-  );
-  console.table(response.results);
+  if (format === "table") {
+    console.log(
+      `version ${response.version}, index ${response.index.name}, ${response.plan.tasks} task(s)`,
+    );
+  }
+  console.log(formatRows(response.results, format));
 }
 
 async function searchVia(
@@ -202,8 +212,23 @@ function causeOf(err: unknown): string {
   return inner instanceof Error ? inner.message : String(inner);
 }
 
-export async function planCommand(o: RequestOptions): Promise<void> {
+export async function planCommand(o: RequestOptions & { format: Format }): Promise<void> {
   const plan = await planSearch(await toRequest(o));
+  if (o.format === "json") {
+    console.log(JSON.stringify(plan, null, 2));
+    return;
+  }
+  const groups = plan.plan.groups.map((g, i) => ({
+    group: i,
+    kind: g.kind,
+    segments: g.segments.length,
+    rows: g.rows,
+    cost: g.cost,
+  }));
+  if (o.format === "csv") {
+    console.log(formatRows(groups, "csv"));
+    return;
+  }
   const costs = plan.plan.groups.map((g) => g.cost);
   const mean = costs.reduce((a, b) => a + b, 0) / Math.max(1, costs.length);
   const { index } = plan;
@@ -214,14 +239,7 @@ export async function planCommand(o: RequestOptions): Promise<void> {
       `${index.segmentCount} segments, ${index.rows.indexed} rows indexed and ` +
       `${index.rows.unindexed} not -> ${plan.plan.tasks} task(s)`,
   );
-  console.table(
-    plan.plan.groups.map((g, i) => ({
-      group: i,
-      segments: g.segments.length,
-      rows: g.rows,
-      cost: g.cost,
-    })),
-  );
+  console.log(formatRows(groups, "table"));
   console.log(`balance (max cost / mean cost): ${(Math.max(...costs) / mean).toFixed(2)}`);
 }
 
@@ -283,6 +301,7 @@ export async function makeDatasetCommand(o: {
   rows: number;
   dimension: number;
   segments: number;
+  overwrite?: boolean;
 }): Promise<void> {
   const kind = o.db.startsWith("s3://") ? "s3" : "local";
   const dataset = await ensureDemoDataset({
@@ -291,6 +310,7 @@ export async function makeDatasetCommand(o: {
     rows: o.rows,
     dimension: o.dimension,
     segments: o.segments,
+    overwrite: o.overwrite,
     storageOptions: storageOptions({ kind }, loadConfig().s3),
     progress: (line) => console.log(line),
   });

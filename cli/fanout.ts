@@ -3,7 +3,8 @@
  * The `fanout` command line: serve the local stack, search, plan, prepare views, collect dead
  * views, make datasets.
  */
-import { Command, Option } from "commander";
+import { existsSync, readFileSync } from "node:fs";
+import { Command, CommanderError, Option } from "commander";
 import { toFanoutError } from "../shared/errors.js";
 import {
   gcCommand,
@@ -14,14 +15,26 @@ import {
   serveCommand,
   useLocalStack,
 } from "./commands.js";
+import { FORMATS } from "./output.js";
 import { wholeNumber } from "./positive-integer.js";
+
+/** The package's version: package.json is one folder up from the source, two from `dist/cli`. */
+function packageVersion(): string {
+  const file = ["../package.json", "../../package.json"]
+    .map((path) => new URL(path, import.meta.url))
+    .find((url) => existsSync(url));
+  return file ? (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version : "unknown";
+}
 
 const program = new Command("fanout")
   .description("Serverless fan-out vector search over a Lance dataset")
-  // Usage mistakes read like every other error; subcommands inherit this.
+  .version(packageVersion(), "-V, --version")
+  // Usage mistakes read like every other error, and end with status 2 (see the end); subcommands
+  // inherit both.
   .configureOutput({
     outputError: (text, write) => write(`fanout: INVALID_REQUEST: ${text.replace(/^error: /, "")}`),
-  });
+  })
+  .exitOverride();
 
 program
   .command("serve")
@@ -57,7 +70,12 @@ const requestOptions = (command: Command) =>
     .option("--select <columns>", "comma-separated extra columns")
     .option("--offset <n>", "ranks to skip per query", wholeNumber)
     .option("--coverage <mode>", "require, fallback or indexed-only")
-    .option("--strategy <name>", "auto, single, segments, queries or hybrid");
+    .option("--strategy <name>", "auto, single, segments, queries or hybrid")
+    .addOption(
+      new Option("--format <format>", "table (plain aligned lines), csv, or json")
+        .choices(FORMATS)
+        .default("table"),
+    );
 
 requestOptions(program.command("search").description("run a search and print the results"))
   .addOption(
@@ -67,7 +85,7 @@ requestOptions(program.command("search").description("run a search and print the
   )
   .option("--url <url>", "HTTP API base URL (--via http; default http://127.0.0.1:$PORT, 3000)")
   .option("--function <name>", "planner function name (--via lambda)", "lance-fanout-planner")
-  .option("--json", "print the whole response as JSON")
+  .option("--json", "print the whole response as JSON (--format json)")
   .action(searchCommand);
 
 requestOptions(
@@ -119,6 +137,7 @@ program
   .option("--rows <n>", "rows, exactly", wholeNumber, 200_000)
   .option("--dimension <n>", "vector dimension (a multiple of 8)", wholeNumber, 64)
   .option("--segments <n>", "index segments, exactly", wholeNumber, 8)
+  .option("--overwrite", "rebuild a table of that name that is not this dataset (it is lost)")
   .action(makeDatasetCommand);
 
 program.option(
@@ -130,6 +149,8 @@ program.hook("preAction", (command) => {
 });
 
 await program.parseAsync().catch((err: unknown) => {
+  // commander printed its own line already: --help and --version end with 0, usage mistakes 2.
+  if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
   const { code, message } = toFanoutError(err).toBody().error;
   console.error(`fanout: ${code}: ${message}`);
   process.exit(1);

@@ -4,7 +4,9 @@
  * requested number of segments, of uneven size.
  * @module
  */
+
 import * as lancedb from "@lancedb/lancedb";
+import { FanoutError } from "../shared/errors.js";
 import { addSegment, partitionsFor, segmentCount, settleIndex } from "./index-segments.js";
 import { mulberry32 } from "./random.js";
 
@@ -24,6 +26,12 @@ export interface DemoDatasetOptions {
   readonly seed?: number;
   /** Called with a line of progress now and then. */
   readonly progress?: (line: string) => void;
+  /**
+   * A table of that name that is not this dataset (other rows, segments or dimension) is
+   * dropped and built again; otherwise it is refused (it may be someone's data).
+   * @default false
+   */
+  readonly overwrite?: boolean;
 }
 
 export interface DemoDataset {
@@ -71,6 +79,13 @@ export async function ensureDemoDataset(options: DemoDatasetOptions): Promise<De
       dimension === plan.dimension
     ) {
       return existing;
+    }
+    if (!options.overwrite) {
+      throw new FanoutError(
+        "INVALID_REQUEST",
+        `${options.db} already has a table ${name} (${existing.rows} rows, ${existing.segments} ` +
+          `segments, ${dimension}-d) that is not this dataset; overwrite it (--overwrite) to build it again`,
+      );
     }
     log(
       `found ${name} with ${existing.rows} rows, ${existing.segments} segments, ${dimension}-d: ` +

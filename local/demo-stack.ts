@@ -46,6 +46,8 @@ export async function prepareDemo(stack: Stack, options: DemoOptions = {}): Prom
     storageOptions: stack.s3.storageOptions(),
     rows: options.rows,
     segments: options.segments,
+    // The stack's own demo: one of other rows (an earlier --rows) is rebuilt.
+    overwrite: true,
     progress: (line) => {
       stack.api.starting(`demo dataset: ${line}`);
       options.progress?.(line);

@@ -113,10 +113,17 @@ async function succeeds(command: string, env: Record<string, string> = {}): Prom
   return out.stdout;
 }
 
-/** A user's mistake: one line `fanout: CODE: message` on stderr, status 1, no stack trace. */
-async function fails(command: string, env: Record<string, string> = {}): Promise<string> {
+/**
+ * A user's mistake: one line `fanout: CODE: message` on stderr, no stack trace; status 1, or 2
+ * for a mistake in the command's own words (usage).
+ */
+async function fails(
+  command: string,
+  env: Record<string, string> = {},
+  status = 1,
+): Promise<string> {
   const out = await run(command, env);
-  expect(out.status).toBe(1);
+  expect(out.status).toBe(status);
   expect(out.stdout).toBe("");
   expect(out.stderr).toMatch(/^fanout: [A-Z_]+: [^\n]+\n$/);
   return out.stderr;
@@ -149,18 +156,16 @@ function expectSameHits(got: readonly Hit[], want: readonly Hit[]) {
 }
 
 /** The rows of a `console.table` printout, as records of strings. */
+/** The rows of `--format table`: after the summary line, a header and aligned plain columns. */
 function printedTable(stdout: string): Record<string, string>[] {
-  const rows = stdout
-    .split("\n")
-    .filter((line) => line.startsWith("│"))
-    .map((line) =>
-      line
-        .split("│")
-        .slice(1, -1)
-        .map((cell) => cell.trim().replace(/^'(.*)'$/, "$1")),
-    );
-  const [header = [], ...body] = rows;
-  return body.map((cells) => Object.fromEntries(header.map((name, i) => [name, cells[i] ?? ""])));
+  const [, header = "", ...lines] = stdout.split("\n");
+  const names = header.split(/\s+/).filter(Boolean);
+  const body = lines.filter((line) => line.trim() && !line.startsWith("balance"));
+  for (const line of body) expect(line).not.toMatch(/[│┌└']/);
+  return body.map((line) => {
+    const cells = line.trim().split(/\s+/);
+    return Object.fromEntries(names.map((name, i) => [name, cells[i] ?? ""]));
+  });
 }
 
 const vector = (seed: number, dimension = DIMENSION) => {
@@ -177,6 +182,15 @@ describe("the README's fanout examples, as written", () => {
   });
 
   afterAll(() => items?.close());
+
+  test("make-dataset refuses a table of that name that is not its dataset, unless --overwrite", async () => {
+    const line = await example("make-dataset");
+    const other = line.replace(/--rows \d+/, "--rows 7000");
+    expect(await fails(other)).toMatch(
+      /^fanout: INVALID_REQUEST: .*already has a table items .*--overwrite/,
+    );
+    expect(await items.countRows()).toBeGreaterThan(90_000);
+  });
 
   test("make-dataset builds ./db/items.lance with vectors of the asked dimension", async () => {
     const line = await example("make-dataset");
@@ -206,6 +220,15 @@ describe("the README's fanout examples, as written", () => {
     const response = JSON.parse(await succeeds(line)) as { version: number; results: Hit[] };
     expect(response.version).toBe(await items.version());
     expectSameHits(response.results, await nativeSearch(items, query, 10));
+  });
+
+  test("search --format csv prints a header and one line per row, the row ids unquoted", async () => {
+    const line = (await example("search --via local")).replace("--json", "--format csv");
+    const query = JSON.parse(/--query '([^']+)'/.exec(line)?.[1] ?? "null") as number[];
+    const [header, ...rows] = (await succeeds(line)).trimEnd().split("\n");
+    expect(header).toBe("_query_id,_distance,_rowid");
+    const native = await nativeSearch(items, query, 10);
+    expect(rows.map((row) => row.split(",")[2])).toEqual(native.map((h) => h._rowid));
   });
 
   test("search --via http reaches the HTTP API on PORT and prints the filtered top 5", async () => {
@@ -445,10 +468,19 @@ describe("errors print fanout: CODE: message", () => {
     ).toBe(`fanout: INVALID_REQUEST: ${message}\n`);
   });
 
-  test("a missing required option", async () => {
-    expect(await fails("npx fanout search --query '[0.1]'")).toBe(
+  test("a missing required option or an unknown one is a usage error: status 2", async () => {
+    expect(await fails("npx fanout search --query '[0.1]'", {}, 2)).toBe(
       "fanout: INVALID_REQUEST: required option '--dataset <uri>' not specified\n",
     );
+    expect(await fails("npx fanout plan --dataset ./db/items.lance --nope", {}, 2)).toBe(
+      "fanout: INVALID_REQUEST: unknown option '--nope'\n",
+    );
+  });
+
+  test("--version prints the package's version", async () => {
+    const pkg = join(import.meta.dirname, "..", "package.json");
+    const { version } = JSON.parse(await readFile(pkg, "utf8")) as { version: string };
+    expect(await succeeds("npx fanout --version")).toBe(`${version}\n`);
   });
 
   test("an HTTP API that is not there", async () => {

@@ -328,12 +328,13 @@ describe("what lance-fanout cannot read is refused with a 4xx naming the writer"
     await writeFile(file, patchManifest(new Uint8Array(await readFile(file)), [0x48, 64]));
     const runtime = await testRuntime();
     const request = { dataset: uri, query: new Array(16).fill(0.5), k: K };
+    // One at a time: a refusal no one awaits yet would be an unhandled rejection.
     for (const attempt of [
-      planSearch(request, { runtime }),
-      vectorSearch(request, { runtime }),
-      vectorSearch({ ...request, version: dataset.writerAnswers?.version }, { runtime }),
+      () => planSearch(request, { runtime }),
+      () => vectorSearch(request, { runtime }),
+      () => vectorSearch({ ...request, version: dataset.writerAnswers?.version }, { runtime }),
     ]) {
-      const error = await expectRefused(attempt, (s) => s === 422);
+      const error = await expectRefused(attempt(), (s) => s === 422);
       expect(error.code).toBe("UNSUPPORTED_DATASET");
       expect(error.message).toMatch(/written by lance 8\.0\.0 .*64 \(data overlay files\)/);
     }

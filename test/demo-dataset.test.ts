@@ -53,10 +53,22 @@ describe("ensureDemoDataset", () => {
     expect(await files(db)).toEqual(before);
   });
 
-  test("a demo of other rows or segments is rebuilt to the request", async () => {
+  test("a table of other rows or segments is refused, and rebuilt to the request when asked", async () => {
     const db = await tempDb();
     await ensureDemoDataset({ db, rows: 5_000, segments: 3, dimension: 16 });
-    const rebuilt = await ensureDemoDataset({ db, rows: 5_000, segments: 4, dimension: 16 });
+    await expect(
+      ensureDemoDataset({ db, rows: 5_000, segments: 4, dimension: 16 }),
+    ).rejects.toMatchObject({
+      code: "INVALID_REQUEST",
+      message: expect.stringMatching(/already has a table demo \(5000 rows, 3 segments, 16-d\)/),
+    });
+    const rebuilt = await ensureDemoDataset({
+      db,
+      rows: 5_000,
+      segments: 4,
+      dimension: 16,
+      overwrite: true,
+    });
     expect(rebuilt).toMatchObject({ rows: 5_000, segments: 4 });
     expect(rebuilt.build?.segmentsPerRound).toEqual([2, 3, 4]);
   });

@@ -125,11 +125,12 @@ describe("versions", () => {
     const [file] = await readdir(join(uri, "data"));
     await rm(join(uri, "data", file as string));
     const runtime = await testRuntime();
+    const other = await testRuntime();
     for (const attempt of [
-      planSearch({ dataset: uri, query: [0.5, 0.5], k: 2 }, { runtime }),
-      vectorSearch({ dataset: uri, query: [0.5, 0.5], k: 2 }, { runtime: await testRuntime() }),
+      () => planSearch({ dataset: uri, query: [0.5, 0.5], k: 2 }, { runtime }),
+      () => vectorSearch({ dataset: uri, query: [0.5, 0.5], k: 2 }, { runtime: other }),
     ]) {
-      const error = await attempt.catch((err: unknown) => err);
+      const error = await attempt().catch((err: unknown) => err);
       expect(error).toBeInstanceOf(FanoutError);
       expect(error).toMatchObject({ code: "INTERNAL" });
       expect((error as Error).message).toContain(file);
