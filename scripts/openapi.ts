@@ -130,6 +130,12 @@ const planResponse = (withResults: boolean) => ({
   },
 });
 
+/**
+ * What the HTTP API itself answers, before the planner: no such route, and a throttled planner
+ * (the local stack's bodies; API Gateway answers these with `{ "message": ... }` of its own).
+ */
+const HTTP_API_ERRORS = { NOT_FOUND: 404, TOO_MANY_REQUESTS: 429 } as const;
+
 const errorBody = {
   type: "object",
   required: ["error"],
@@ -140,7 +146,7 @@ const errorBody = {
       required: ["code", "message"],
       additionalProperties: false,
       properties: {
-        code: { enum: Object.keys(ERROR_STATUS) },
+        code: { enum: [...Object.keys(ERROR_STATUS), ...Object.keys(HTTP_API_ERRORS)] },
         message: { type: "string" },
         details: {},
       },
@@ -160,11 +166,12 @@ const health = {
 };
 
 export function openApiDocument() {
+  const statuses: Record<string, number> = { ...ERROR_STATUS, ...HTTP_API_ERRORS };
   const errorResponses = Object.fromEntries(
-    [...new Set(Object.values(ERROR_STATUS))].map((status) => [
+    [...new Set(Object.values(statuses))].map((status) => [
       String(status),
       {
-        description: Object.entries(ERROR_STATUS)
+        description: Object.entries(statuses)
           .filter(([, s]) => s === status)
           .map(([code]) => code)
           .join(", "),
@@ -183,6 +190,7 @@ export function openApiDocument() {
       "/search": {
         post: {
           operationId: "search",
+          security: [{ sigv4: [] }],
           summary: "k-nearest-neighbour search, fanned out over the index segments",
           requestBody: {
             required: true,
@@ -231,6 +239,15 @@ export function openApiDocument() {
       },
     },
     components: {
+      securitySchemes: {
+        sigv4: {
+          type: "apiKey",
+          name: "Authorization",
+          in: "header",
+          description:
+            "On AWS the API is IAM-authorised: requests are signed with AWS Signature Version 4 by a principal allowed execute-api:Invoke (docs/deploy.md). The local stack takes unsigned requests.",
+        },
+      },
       schemas: {
         SearchRequest: z.toJSONSchema(searchRequestSchema, { io: "input", unrepresentable: "any" }),
         SearchResponse: planResponse(true),
