@@ -2,6 +2,7 @@
  * What each `fanout` subcommand does; cli/fanout.ts only parses arguments.
  * @module
  */
+import { createWriteStream } from "node:fs";
 import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
@@ -65,10 +66,15 @@ export async function serveCommand(o: {
   dataDir: string;
   rows: number;
   freeze: boolean;
+  logFile?: string;
 }): Promise<void> {
   const ports = loadConfig().localStack;
   await claimPidFile(o.dataDir);
+  // The functions' JSON log lines, apart from what this command prints for its user.
+  const logFile = o.logFile ?? join(o.dataDir, "functions.log");
+  const functionLog = logFile === "-" ? undefined : createWriteStream(logFile, { flags: "a" });
   const stack = await startStack({
+    functionLog,
     dataDir: o.dataDir,
     apiPort: o.port ?? ports.http,
     s3Port: o.s3Port ?? ports.s3,
@@ -103,6 +109,7 @@ lance-fanout local stack
   Lambda invoke  ${stack.lambda.endpoint}  (${Object.values(FUNCTIONS).join(", ")})
                  idle workers ${stack.lambda.freeze ? "frozen between invocations, as on Lambda (--no-freeze: left running)" : "left running (--no-freeze)"}
   S3             ${stack.s3.endpoint}  (bucket ${stack.bucket}, credentials S3RVER/S3RVER)
+  function logs  ${functionLog ? `${logFile}  (--log-file - prints them here)` : "this terminal"}
   allow-list     ${stack.env.LANCE_FANOUT_ALLOWED_DATASETS ?? "none: every dataset"}  (LANCE_FANOUT_ALLOWED_DATASETS)
   demo dataset   ${demo.uri}  (${demo.rows} rows, ${demo.segments} index segments)
 
@@ -251,6 +258,10 @@ export async function prepareCommand(o: {
   function: string;
 }): Promise<void> {
   const request = { dataset: o.dataset, version: o.version };
+  // A line while it works (stdout keeps the report alone, for scripts).
+  if (process.stderr.isTTY) {
+    console.error(`preparing the views of ${o.dataset}: a minute or more on a large index…`);
+  }
   if (o.via === "local") {
     console.log(JSON.stringify(await prepare(request), null, 2));
     return;

@@ -53,6 +53,10 @@ program
   .option("--data-dir <dir>", "where the local S3 keeps its data", ".data")
   .option("--rows <n>", "rows of the demo dataset", wholeNumber, 200_000)
   .option("--no-freeze", "keep idle function workers running (Lambda freezes them)")
+  .option(
+    "--log-file <path>",
+    "where the functions' log lines go, - for this terminal (default: <data-dir>/functions.log)",
+  )
   .action(serveCommand);
 
 const requestOptions = (command: Command) =>

@@ -21,6 +21,7 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Writable } from "node:stream";
 import { extname, isAbsolute } from "node:path";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -75,6 +76,11 @@ export interface LocalLambdaOptions {
   readonly functions: readonly LocalFunction[];
   /** Environment of every worker, merged over a minimal safe env (no parent credentials). */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * Where the workers' output (their log lines) goes, as CloudWatch takes a function's; each
+   * invocation's own log still answers `LogType: Tail`. @default this process's stdout and stderr
+   */
+  readonly output?: Writable;
   /** The worker entry to fork, e.g. a bundled `worker.mjs`. @default local/worker.ts under tsx */
   readonly workerEntry?: string;
   /**
@@ -136,6 +142,7 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
         memorySize,
         maxQueued: fn.maxQueued ?? 128,
         freeze,
+        output: options.output,
         onWorkers: () => reaper?.track(pids()),
       }),
     );

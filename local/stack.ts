@@ -6,6 +6,7 @@
  */
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
+import type { Writable } from "node:stream";
 import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { bundleFunctions } from "./bundle.js";
 import { type HttpApi, startHttpApi } from "./http-api.js";
@@ -55,6 +56,8 @@ export interface StackOptions {
    * over the stack's own defaults (see {@link userSettings}). @default process.env
    */
   readonly userEnv?: NodeJS.ProcessEnv;
+  /** Where the functions' log lines go. @default this process's stdout and stderr */
+  readonly functionLog?: Writable;
 }
 
 /** The local segment-search function of slot `n`: the first has the plain name. */
@@ -125,6 +128,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       workerEntry: bundles.worker,
       env,
       freeze: options.freeze,
+      output: options.functionLog,
       functions: [
         fn(FUNCTIONS.planner, bundles.planner, limits.planner ?? 8, FUNCTION_DEFAULTS.planner),
         ...slots.map((name) =>

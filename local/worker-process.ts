@@ -61,6 +61,8 @@ export interface WorkerSpec {
   readonly command: readonly string[];
   /** The service will freeze it between invocations. */
   readonly freeze: boolean;
+  /** Where the worker's stdout and stderr go besides each invocation's log. @default this process's */
+  readonly output?: Writable;
 }
 
 export class WorkerProcess {
@@ -76,7 +78,7 @@ export class WorkerProcess {
   readonly #spawnedAt = performance.now();
   #readyAt: number | undefined;
 
-  constructor({ entry, module, env, command, freeze }: WorkerSpec) {
+  constructor({ entry, module, env, command, freeze, output }: WorkerSpec) {
     const typescript = entry.endsWith(".ts") || module.endsWith(".ts");
     const [program, ...args] = command;
     const child = fork(entry, [module], {
@@ -96,8 +98,8 @@ export class WorkerProcess {
     });
     this.#child = child;
     this.#streams = [
-      new OutputStream(child.stdout as Readable, process.stdout),
-      new OutputStream(child.stderr as Readable, process.stderr),
+      new OutputStream(child.stdout as Readable, output ?? process.stdout),
+      new OutputStream(child.stderr as Readable, output ?? process.stderr),
     ];
     this.exited = new Promise((resolve) => {
       child.once("exit", (code, signal) => {

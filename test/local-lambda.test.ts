@@ -8,6 +8,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import {
@@ -611,6 +612,37 @@ interface EchoedEvent {
 async function json<T>(res: Response): Promise<T> {
   return (await res.json()) as T;
 }
+
+describe("function logs", () => {
+  it("go where the service is told, each invocation's log still tailed", async () => {
+    const text: string[] = [];
+    const output = new Writable({
+      write(chunk, _encoding, done) {
+        text.push(String(chunk));
+        done();
+      },
+    });
+    const service = await startLocalLambda({
+      functions: [{ name: "log", module: handler("log") }],
+      output,
+    });
+    try {
+      const client = new LambdaClient({
+        endpoint: service.endpoint,
+        region: "us-east-1",
+        credentials: { accessKeyId: "x", secretAccessKey: "x" },
+      });
+      const out = await client.send(
+        new InvokeCommand({ FunctionName: "log", Payload: "{}", LogType: "Tail" }),
+      );
+      client.destroy();
+      expect(Buffer.from(out.LogResult ?? "", "base64").toString()).toContain("stdout line 0");
+      await vi.waitFor(() => expect(text.join("")).toMatch(/stdout line 0[\s\S]*stderr line/));
+    } finally {
+      await service.stop();
+    }
+  });
+});
 
 describe("HTTP API deadlines", () => {
   let lambda: LocalLambda;
