@@ -21,8 +21,8 @@
 import { randomUUID } from "node:crypto";
 import { existsSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Writable } from "node:stream";
 import { extname, isAbsolute } from "node:path";
+import type { Writable } from "node:stream";
 import { setImmediate as nextTurn } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import { MAX_PAYLOAD_BYTES } from "../shared/payload.js";
