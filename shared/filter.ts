@@ -257,8 +257,8 @@ class Parser {
     if (rest.kind !== "end") throw this.#error(rest, `unexpected "${rest.text}"`);
   }
 
-  #peek(offset = 0): Token {
-    return this.#tokens[Math.min(this.#next + offset, this.#tokens.length - 1)] as Token;
+  #peek(): Token {
+    return this.#tokens[Math.min(this.#next, this.#tokens.length - 1)] as Token;
   }
 
   #take(): Token {
