@@ -144,17 +144,6 @@ function vectorIndexFields(manifest: Manifest): { name: string; field: ManifestF
   return [...out].map(([name, field]) => ({ name, field }));
 }
 
-/** Reads a version: its manifest, and Lance's facts through `table` opened at that version. */
-export async function readVersion(
-  objects: ObjectStore,
-  table: Table,
-  tableUri: string,
-  version: number,
-): Promise<DatasetVersion> {
-  const manifest = await readManifest(objects, tableUri, version);
-  return describeVersion(manifest, await lanceFacts(table, manifest));
-}
-
 /**
  * Readings of dataset versions by (URI, version): a committed version never changes, so a
  * process reads each at most once (bounded).

@@ -85,7 +85,7 @@ export function chooseIndex(version: DatasetVersion, request: IndexRequest): Ind
 }
 
 /** An index this service cannot search: `UNSUPPORTED_DATASET`, naming what and who wrote it. */
-export function unsupported(version: DatasetVersion, what: string): FanoutError {
+function unsupported(version: DatasetVersion, what: string): FanoutError {
   const writer = version.writer ?? "a writer that did not record its version";
   return new FanoutError(
     "UNSUPPORTED_DATASET",

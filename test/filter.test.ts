@@ -2,10 +2,12 @@
  * A filter is applied whole or refused: the service's parser reads it to its end, bounds its
  * cost, allows only functions that cannot exhaust memory; Lance must read it to its end too.
  */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
 import * as lancedb from "@lancedb/lancedb";
 import fc from "fast-check";
 import { beforeAll, describe, expect, test } from "vitest";
-import { FILTER_LIMITS, filterProblem } from "../shared/filter.js";
+import { FILTER_FUNCTIONS, FILTER_LIMITS, filterProblem } from "../shared/filter.js";
 import { checkFilterWithLance } from "../shared/lance/filters.js";
 import { corpus } from "./support/corpus.js";
 
@@ -49,6 +51,12 @@ describe("the service's filter parser", () => {
     ["category =", /at the end/],
   ])("refuses %j, naming where", (filter, message) => {
     expect(filterProblem(filter)).toMatch(message);
+  });
+
+  test("docs/api.md lists exactly the functions a filter may call", async () => {
+    const doc = await readFile(join(import.meta.dirname, "..", "docs", "api.md"), "utf8");
+    const listed = /Functions a filter may call[^`]*`([^`]+)`/.exec(doc)?.[1]?.split(/\s+/) ?? [];
+    expect([...listed].sort()).toEqual([...FILTER_FUNCTIONS].sort());
   });
 
   test("bounds arithmetic, nesting and terms", () => {
