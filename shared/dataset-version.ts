@@ -8,6 +8,7 @@
 import { LRUCache } from "lru-cache";
 import { cachedPromise } from "./cached.js";
 import type { DatasetLocation } from "./dataset.js";
+import { vectorDimension } from "./index-choice.js";
 import type { Table } from "./lance/connect.js";
 import { lanceErrorKind } from "./lance/errors.js";
 import type { TableCache } from "./lance/tables.js";
@@ -82,8 +83,8 @@ export async function lanceFacts(table: Table, manifest: Manifest): Promise<Lanc
   );
   const scanner = new Map<string, ScannerIndex | null>();
   for (const { field } of unlisted) {
-    const dimension = Number(/:(\d+)$/.exec(field.logicalType)?.[1] ?? 0);
-    if (!scanner.has(field.name) && dimension > 0) {
+    const dimension = vectorDimension(field);
+    if (!scanner.has(field.name) && dimension !== undefined) {
       scanner.set(field.name, await scannerIndex(table, field.name, dimension));
     }
   }

@@ -377,28 +377,24 @@ class Parser {
   }
 
   #additive(): void {
-    this.#multiplicative();
-    for (;;) {
-      const token = this.#peek();
-      if (token.kind !== "op" || !["+", "-", "||"].includes(token.text)) return;
-      this.#arithmeticOperator(this.#take());
-      this.#multiplicative();
-    }
+    this.#arithmeticChain(["+", "-", "||"], () => this.#multiplicative());
   }
 
   #multiplicative(): void {
-    this.#unary();
-    for (;;) {
-      const token = this.#peek();
-      if (token.kind !== "op" || !["*", "/", "%"].includes(token.text)) return;
-      this.#arithmeticOperator(this.#take());
-      this.#unary();
-    }
+    this.#arithmeticChain(["*", "/", "%"], () => this.#unary());
   }
 
-  #arithmeticOperator(token: Token): void {
-    if (++this.#arithmetic > FILTER_LIMITS.maxArithmetic) {
-      throw this.#error(token, `more than ${FILTER_LIMITS.maxArithmetic} arithmetic operators`);
+  /** `operand (operator operand)*`, each operator counted against {@link FILTER_LIMITS.maxArithmetic}. */
+  #arithmeticChain(operators: readonly string[], operand: () => void): void {
+    operand();
+    for (;;) {
+      const token = this.#peek();
+      if (token.kind !== "op" || !operators.includes(token.text)) return;
+      this.#next++;
+      if (++this.#arithmetic > FILTER_LIMITS.maxArithmetic) {
+        throw this.#error(token, `more than ${FILTER_LIMITS.maxArithmetic} arithmetic operators`);
+      }
+      operand();
     }
   }
 

@@ -94,7 +94,8 @@ describe("the service's filter parser", () => {
         const started = performance.now();
         const problem = filterProblem(text);
         expect(problem === undefined || typeof problem === "string").toBe(true);
-        expect(performance.now() - started).toBeLessThan(100);
+        // No input makes the parser blow up (a generous bound: a busy machine must not flake it).
+        expect(performance.now() - started).toBeLessThan(1_000);
       }),
       { numRuns: 2000 },
     );
