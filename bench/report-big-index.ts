@@ -1,7 +1,8 @@
 /**
  * The report's `big-index` section and goals (bench/big-index.ts): where fan-out wins, what each
- * mode costs per query at Lambda's and S3's prices, how much of the stack's time is two cores
- * shared by every worker, and S3 Vectors' query price for the same vectors.
+ * mode costs per query at Lambda's and S3's prices and S3 Vectors' query price for the same
+ * vectors (bench/README.md); each pass, the largest worker and how much of the stack's time is two
+ * cores shared by every worker (bench/results/README.md).
  * @module
  */
 import type { CpuPerQuery } from "./big-index.js";
@@ -216,15 +217,17 @@ export function bigIndexSection(
       "(started, caches empty, no prewarm; the planner reads the manifest again), or for native in a new lancedb session and connection (open included). " +
       "Costs per million queries are estimates: every function billed for the query's p50 (an upper bound; per-function " +
       "durations are not recorded), at the published us-east-1 prices (Lambda x86_64 $0.0000166667 and arm64 $0.0000133334 " +
-      "per GB-s, $0.20 per million requests; S3 Standard GET $0.0004 per 1,000); `in-process` is billed as one function.",
+      "per GB-s, $0.20 per million requests; S3 Standard GET $0.0004 per 1,000); `in-process` is billed as one function. " +
+      "Each pass's p50, the largest worker's memory and the CPU of two shared cores: [results/README.md](results/README.md).",
     "",
   ];
-  for (const [latency, rows] of groups) lines.push(...latencyTables(all, latency, rows));
+  for (const [latency, rows] of groups) lines.push(...latencyTable(latency, rows));
   lines.push(...s3VectorsTable(all));
   return lines;
 }
 
-function latencyTables(all: readonly Rec[], latency: number, rows: BigIndexRecord[]): string[] {
+/** The modes at one latency: time, S3 requests and cost per query, against one function. */
+function latencyTable(latency: number, rows: readonly BigIndexRecord[]): string[] {
   const bounded = rows.find((r) => r.mode === BOUNDED);
   const lines = [
     `### ${latency} ms first-byte latency`,
@@ -239,10 +242,24 @@ function latencyTables(all: readonly Rec[], latency: number, rows: BigIndexRecor
         `${fmt(r.getsPerQuery, 1)} | ${fmt(r.kbPerQuery, 0)} | ${fmt(r.recall, 3)} | ${fmt(c.gbS, 3)} | ${c.requests} | ${perMillion(c.x86)} | ${perMillion(c.arm)} | ${perMillion(c.s3)} |`,
     );
   }
-  const unbounded = rows.find((r) => r.mode === UNBOUNDED);
-  const stack = on(rows, "stack").filter((r) => r.cpuMsPerQuery);
-  const rss = largestWorker(all, latency);
   lines.push("");
+  return lines;
+}
+
+/**
+ * The rest of the `big-index` runs, for bench/results/README.md: each pass's p50 through the
+ * stack, the largest worker's memory, and how much of the stack's time is two shared cores.
+ */
+export function bigIndexDetails(all: readonly Rec[]): string[] {
+  const groups = byLatency(all);
+  if (groups.size === 0) return [];
+  const lines = ["## big-index: passes, memory and shared cores", ""];
+  for (const [latency, rows] of groups) lines.push(...latencyDetails(all, latency, rows));
+  return lines;
+}
+
+function latencyDetails(all: readonly Rec[], latency: number, rows: BigIndexRecord[]): string[] {
+  const lines = [`### ${latency} ms first-byte latency`, ""];
   const blocks = on(rows, "stack").filter((r) => r.blockP50s);
   if (blocks.length > 0) {
     const each = blocks.map((r) => `${r.mode} ${r.blockP50s?.map((p) => fmt(p, 1)).join(" / ")}`);
@@ -251,21 +268,29 @@ function latencyTables(all: readonly Rec[], latency: number, rows: BigIndexRecor
       "",
     );
   }
+  const rss = largestWorker(all, latency);
   if (rss !== undefined) {
     lines.push(
       `Largest segment-search worker: peak RSS ${rss} MiB (memory size ${rows[0]?.functionMb} MB).`,
       "",
     );
   }
-  if (stack.length === 0 || !unbounded) return lines;
-  lines.push(
+  return [...lines, ...contentionTable(rows)];
+}
+
+/** CPU per query through the stack, and the p50 without the wait for one of the shared cores. */
+function contentionTable(rows: readonly BigIndexRecord[]): string[] {
+  const unbounded = rows.find((r) => r.mode === UNBOUNDED);
+  const stack = on(rows, "stack").filter((r) => r.cpuMsPerQuery);
+  if (stack.length === 0 || !unbounded) return [];
+  const lines = [
     `Two cores shared, through the local stack: CPU milliseconds per timed query (from /proc of every worker and the harness, which serves the local S3), ` +
       `the contention that sharing ${CORES} cores adds at least (CPU / ${CORES} - the critical path's CPU: planner, busiest task, merge), ` +
       `and the p50 without it, which estimates a deployment where every function has its own cores; native with an unbounded cache ${fmt(unbounded.p50, 1)} ms is the best one process does here.`,
     "",
     "| mode | tasks | p50 ms | CPU: planner / segment-search (all) / busiest task / merge / harness | critical path CPU | contention (at least) | p50 without it | vs native unbounded |",
     "|---|---|---|---|---|---|---|---|",
-  );
+  ];
   for (const r of stack) {
     const c = r.cpuMsPerQuery as CpuPerQuery;
     const k = contention(r);

@@ -1,7 +1,8 @@
 /**
  * The report's sections on living datasets (bench/living.ts) and on what coverage `fallback`
- * costs (bench/fallback-cost.ts): tables by commit kind, views and memory over time, and the
- * goal lines of issue 14.
+ * costs (bench/fallback-cost.ts): the first queries after each commit kind, plots of views and
+ * memory over time and the goal lines of issue 14 (bench/README.md); what each commit kind did
+ * and the views and memory commit by commit (bench/results/README.md).
  * @module
  */
 
@@ -276,7 +277,10 @@ export interface Plot {
   readonly svg: string;
 }
 
-/** The section's markdown and the plots it links to. */
+/**
+ * The section of bench/README.md: each run's first queries after a commit against native's, and
+ * its plots of views and memory over the commits.
+ */
 export function livingSection(
   all: readonly Rec[],
   marker: (runId: string) => string = () => "",
@@ -286,26 +290,12 @@ export function livingSection(
   const md = [
     "## Living datasets: commits while queries run",
     "",
-    "`--paths living,stack-living` (bench/living.ts). A writer (lancedb in the harness) commits to a",
-    "fresh copy of the dataset on the local S3 every T seconds (at once when the previous commit's",
-    "work took longer), the kinds of `--cycle` in turn: `append` (new rows: an unindexed",
-    "fragment), `delete` (the oldest rows still live, one fragment), `optimize` (new rows, then",
-    "`optimize()`: compaction and the tail indexed as a delta segment), `compact` (`optimize()`",
-    "alone) and `cleanup` (`optimize({ cleanupOlderThan: now })`). lancedb 0.31 has no other",
-    "maintenance call. Deletes remove what the appends add, so the row count stays level; the",
-    "segment count does not. After each commit, in this order: `prepare` (prepare on: in-process",
-    "`shared/prepare.ts`, through the stack the planner invoked with `{prepare:{dataset}}`, as the",
-    "commit's EventBridge event would), native's first query (`checkoutLatest()` and a search:",
-    "what a reader following the latest must do) and `--steady` more, the product's first query",
-    "(it pins the latest version itself) and as many more, a listing of the view prefix, memory,",
-    "and every K commits gc (`gc()`, keepVersions n, `now` = wall time + the grace period",
-    "+ 1 min: the production grace cannot go under 15 minutes, so gc is told it is later than it",
-    "is). The product runs its default configuration (maxTasks 16, coverage `fallback`, prewarm",
-    "`background`, 64 open views) with requests without `strategy`; native's index is prewarmed",
-    "once at the start and later segments load as its queries touch them. The data is behind the",
-    "bench proxy with the injected S3 latency, which counts requests per phase (work left running",
-    "in the background counts in the phase it overlaps). Commit kinds are in the order of the",
-    "cycle; p99 over n samples is close to the maximum when n is small.",
+    "`--paths living,stack-living` (bench/living.ts): a writer commits to a copy of the dataset on the",
+    "local S3 while queries run. Each table: the product's first query after a commit against native's",
+    "first query after the same commit (ms; GETs are S3 object GETs of that one query; the steady",
+    "columns are the queries after it, same version), by commit kind in the order of the cycle; p99",
+    "over n samples is close to the maximum when n is small. How a run goes, what each commit kind",
+    "did and the views and memory over time: [results/README.md](results/README.md).",
     "",
   ];
   const plots: Plot[] = [];
@@ -313,12 +303,49 @@ export function livingSection(
     const runPlots = overTimePlots(run);
     md.push(
       ...runSection(run, marker(run.runId)),
-      ...runPlots.map((p) => `![${p.file}](plots/${p.file})`),
+      runPlots.map((p) => `![${p.file}](plots/${p.file})`).join(" "),
       "",
     );
     plots.push(...runPlots);
   }
   return { lines: md, plots };
+}
+
+/** How a living run goes, for bench/results/README.md. */
+const LIVING_METHOD = [
+  "## Living datasets: what each commit did, views and memory over time",
+  "",
+  "`--paths living,stack-living` (bench/living.ts). A writer (lancedb in the harness) commits to a",
+  "fresh copy of the dataset on the local S3 every T seconds (at once when the previous commit's",
+  "work took longer), the kinds of `--cycle` in turn: `append` (new rows: an unindexed",
+  "fragment), `delete` (the oldest rows still live, one fragment), `optimize` (new rows, then",
+  "`optimize()`: compaction and the tail indexed as a delta segment), `compact` (`optimize()`",
+  "alone) and `cleanup` (`optimize({ cleanupOlderThan: now })`). lancedb 0.31 has no other",
+  "maintenance call. Deletes remove what the appends add, so the row count stays level; the",
+  "segment count does not. After each commit, in this order: `prepare` (prepare on: in-process",
+  "`shared/prepare.ts`, through the stack the planner invoked with `{prepare:{dataset}}`, as the",
+  "commit's EventBridge event would), native's first query (`checkoutLatest()` and a search:",
+  "what a reader following the latest must do) and `--steady` more, the product's first query",
+  "(it pins the latest version itself) and as many more, a listing of the view prefix, memory,",
+  "and every K commits gc (`gc()`, keepVersions n, `now` = wall time + the grace period",
+  "+ 1 min: the production grace cannot go under 15 minutes, so gc is told it is later than it",
+  "is). The product runs its default configuration (maxTasks 16, coverage `fallback`, prewarm",
+  "`background`, 64 open views) with requests without `strategy`; native's index is prewarmed",
+  "once at the start and later segments load as its queries touch them. The data is behind the",
+  "bench proxy with the injected S3 latency, which counts requests per phase (work left running",
+  "in the background counts in the phase it overlaps). Commit kinds are in the order of the",
+  "cycle. The first queries after each commit: [bench/README.md](../README.md).",
+  "",
+];
+
+/** The section of bench/results/README.md: how a run goes, then each run's commits in full. */
+export function livingDetails(
+  all: readonly Rec[],
+  marker: (runId: string) => string = () => "",
+): string[] {
+  const runs = runsOf(all);
+  if (runs.length === 0) return [];
+  return [...LIVING_METHOD, ...runs.flatMap((run) => runDetails(run, marker(run.runId)))];
 }
 
 /** View objects (after the queries, after gc) and memory, commit by commit. */
@@ -389,7 +416,24 @@ function lineChart(title: string, yLabel: string, series: readonly Series[]): st
   return parts.join("\n");
 }
 
+/** A run's settings and outcome, its first queries after each commit kind, its steady state. */
 function runSection(run: LivingRun, marker: string): string[] {
+  const allSteady = run.commits.flatMap((c) => c.steady.productMs);
+  const allNative = run.commits.flatMap((c) => c.steady.nativeMs);
+  return [
+    `### ${label(run)}${marker}`,
+    "",
+    runLine(run),
+    "",
+    ...firstQueries(run),
+    "",
+    `Steady state over the whole run: product p50 ${fmt(p50(allSteady), 1)} ms (n ${allSteady.length}), native p50 ${fmt(p50(allNative), 1)} ms (n ${allNative.length}).`,
+    "",
+  ];
+}
+
+/** The run's settings, the dataset at its start and end, the machine's load and its errors. */
+function runLine(run: LivingRun): string {
   const { commits } = run;
   const first = commits[0];
   const last = commits.at(-1);
@@ -399,45 +443,26 @@ function runSection(run: LivingRun, marker: string): string[] {
   const span =
     last && first ? (last.atS - first.atS) / Math.max(1, commits.length - 1) : Number.NaN;
   const errors = commits.flatMap((c) => c.errors);
-  const md = [
-    `### ${label(run)}${marker}`,
-    "",
+  return (
     `Run \`${run.runId}\`: ${commits.length} commits, T = ${fmt(Number(options.intervalMs) / 1000, 1)} s (a commit started every ${fmt(span, 1)} s on average), ` +
-      `cycle ${(options.cycle as string[] | undefined)?.join(", ")}${Number(options.reindexEvery) > 0 ? ` with a reindex every ${options.reindexEvery} commits` : ""}, ${options.appendRows} rows per append, ${options.deleteRows} per delete, ` +
-      `S3 first-byte latency ${options.latencyMs} ms${run.path === "stack-living" ? `, ${options.workers} segment-search workers` : ""}, ` +
-      `gc every ${options.gcEvery} commits keeping ${options.gcKeep} versions. ` +
-      `Dataset at the start: version ${run.start?.version}, ${startShape.rows} rows, ${startShape.segments} segment(s); ` +
-      `at the end: version ${last?.to}, ${last?.shape.rows} rows, ${last?.shape.segments} segments, ${last?.shape.fragments} fragments. ` +
-      `Load average (1 min) ${fmt(Math.min(...loads), 1)}-${fmt(Math.max(...loads), 1)} during the run.` +
-      (errors.length
-        ? ` **${errors.length} errors**, e.g. \`${errors[0]?.slice(0, 300)}\`.`
-        : " No errors."),
-    "",
-    "What each commit kind did (means per commit; views built are views that appeared under the view prefix, by what they hold):",
-    "",
-    "| kind | n | versions | segments after | fragments + / changed / − | segment uuids + / − | writer ms p50 | writer PUTs | prepare ms p50 | views built by prepare (index / flat) | by queries (index / flat) | PUTs for views |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|",
-  ];
-  for (const [kind, list] of byKind(run)) {
-    const segs = list.map((c) => c.shape.segments);
-    const m = (f: (c: LivingCommit) => number, d = 1) => fmt(mean(list.map(f)), d);
-    md.push(
-      `| ${kind} | ${list.length} | ${m((c) => c.to - c.from)} | ${Math.min(...segs)}-${Math.max(...segs)} | ` +
-        `${m((c) => c.change.fragmentsAdded)} / ${m((c) => c.change.fragmentsChanged)} / ${m((c) => c.change.fragmentsRemoved)} | ` +
-        `${m((c) => c.change.segmentsAdded)} / ${m((c) => c.change.segmentsRemoved)} | ${fmt(p50(list.map((c) => c.commitMs)), 0)} | ` +
-        `${m((c) => requests(c.requests.commit, ["put", "post"]))} | ${run.prepare ? fmt(p50(defined(list.map((c) => c.prepared?.ms))), 0) : "–"} | ` +
-        `${m((c) => c.viewsCreated.prepare.index)} / ${m((c) => c.viewsCreated.prepare.flat)} | ` +
-        `${m((c) => c.viewsCreated.queries.index)} / ${m((c) => c.viewsCreated.queries.flat)} | ` +
-        `${m((c) => requests(c.requests.prepare, ["put", "post"], "views") + requests(c.requests.productFirst, ["put", "post"], "views") + requests(c.requests.productSteady, ["put", "post"], "views"))} |`,
-    );
-  }
-  md.push(
-    "",
-    "First query after the commit, against native's first query after the same commit (ms; GETs are S3 object GETs of that one query; the steady columns are the queries after it, same version):",
-    "",
+    `cycle ${(options.cycle as string[] | undefined)?.join(", ")}${Number(options.reindexEvery) > 0 ? ` with a reindex every ${options.reindexEvery} commits` : ""}, ${options.appendRows} rows per append, ${options.deleteRows} per delete, ` +
+    `S3 first-byte latency ${options.latencyMs} ms${run.path === "stack-living" ? `, ${options.workers} segment-search workers` : ""}, ` +
+    `gc every ${options.gcEvery} commits keeping ${options.gcKeep} versions. ` +
+    `Dataset at the start: version ${run.start?.version}, ${startShape.rows} rows, ${startShape.segments} segment(s); ` +
+    `at the end: version ${last?.to}, ${last?.shape.rows} rows, ${last?.shape.segments} segments, ${last?.shape.fragments} fragments. ` +
+    `Load average (1 min) ${fmt(Math.min(...loads), 1)}-${fmt(Math.max(...loads), 1)} during the run.` +
+    (errors.length
+      ? ` **${errors.length} errors**, e.g. \`${errors[0]?.slice(0, 300)}\`.`
+      : " No errors.")
+  );
+}
+
+/** By commit kind: the product's first query after the commit against native's, and the steady queries. */
+function firstQueries(run: LivingRun): string[] {
+  const md = [
     "| kind | product first p50 / p99 | native first p50 / p99 | product / native (median per commit) | product steady p50 | native steady p50 | product first / its steady p50 | GETs first: product / native | GETs per steady query: product / native | tasks (first) | product plan / slowest task / merge p50, first; steady | answers = native's |",
     "|---|---|---|---|---|---|---|---|---|---|---|---|",
-  );
+  ];
   for (const [kind, list] of byKind(run)) {
     const pf = defined(list.map((c) => c.first.product?.ms));
     const nf = defined(list.map((c) => c.first.native?.ms));
@@ -455,15 +480,42 @@ function runSection(run: LivingRun, marker: string): string[] {
         `${fmt(mean(defined(list.map((c) => c.first.agreement))), 3)} |`,
     );
   }
-  const allSteady = commits.flatMap((c) => c.steady.productMs);
-  const allNative = commits.flatMap((c) => c.steady.nativeMs);
-  md.push(
+  return md;
+}
+
+/** What each commit kind of a run did, then its views and memory over time. */
+function runDetails(run: LivingRun, marker: string): string[] {
+  return [
+    `### ${label(run)}${marker}`,
     "",
-    `Steady state over the whole run: product p50 ${fmt(p50(allSteady), 1)} ms (n ${allSteady.length}), native p50 ${fmt(p50(allNative), 1)} ms (n ${allNative.length}).`,
+    `Run \`${run.runId}\`. What each commit kind did (means per commit; views built are views that appeared under the view prefix, by what they hold):`,
+    "",
+    ...commitKinds(run),
     "",
     ...overTime(run),
     "",
-  );
+  ];
+}
+
+/** By commit kind, means per commit: versions, fragments and segments changed, the writer's and prepare's work, views built. */
+function commitKinds(run: LivingRun): string[] {
+  const md = [
+    "| kind | n | versions | segments after | fragments + / changed / − | segment uuids + / − | writer ms p50 | writer PUTs | prepare ms p50 | views built by prepare (index / flat) | by queries (index / flat) | PUTs for views |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const [kind, list] of byKind(run)) {
+    const segs = list.map((c) => c.shape.segments);
+    const m = (f: (c: LivingCommit) => number, d = 1) => fmt(mean(list.map(f)), d);
+    md.push(
+      `| ${kind} | ${list.length} | ${m((c) => c.to - c.from)} | ${Math.min(...segs)}-${Math.max(...segs)} | ` +
+        `${m((c) => c.change.fragmentsAdded)} / ${m((c) => c.change.fragmentsChanged)} / ${m((c) => c.change.fragmentsRemoved)} | ` +
+        `${m((c) => c.change.segmentsAdded)} / ${m((c) => c.change.segmentsRemoved)} | ${fmt(p50(list.map((c) => c.commitMs)), 0)} | ` +
+        `${m((c) => requests(c.requests.commit, ["put", "post"]))} | ${run.prepare ? fmt(p50(defined(list.map((c) => c.prepared?.ms))), 0) : "–"} | ` +
+        `${m((c) => c.viewsCreated.prepare.index)} / ${m((c) => c.viewsCreated.prepare.flat)} | ` +
+        `${m((c) => c.viewsCreated.queries.index)} / ${m((c) => c.viewsCreated.queries.flat)} | ` +
+        `${m((c) => requests(c.requests.prepare, ["put", "post"], "views") + requests(c.requests.productFirst, ["put", "post"], "views") + requests(c.requests.productSteady, ["put", "post"], "views"))} |`,
+    );
+  }
   return md;
 }
 

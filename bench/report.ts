@@ -1,7 +1,8 @@
 /**
  * bench/README.md and its SVG plots, generated from the JSON lines in bench/results: for each
- * dataset the newest run that measured it. Also `--calibrate` (the task cost fit) and the
- * Lambda projection.
+ * cell the newest run that measured it, with the summary and the goals; every figure of those
+ * runs, the runs before them and the readings go to bench/results/README.md. Also `--calibrate`
+ * (the task cost fit) and the Lambda projection.
  * @module
  */
 import { existsSync } from "node:fs";
@@ -12,7 +13,7 @@ import { loadConfig } from "../shared/config.js";
 import { BENCH_DIR } from "./datasets.js";
 import { fitTasks, project, type TaskFit, type TaskPoint } from "./model.js";
 import type { PlanRecord } from "./modes.js";
-import { bigIndexGoals, bigIndexSection } from "./report-big-index.js";
+import { bigIndexDetails, bigIndexGoals, bigIndexSection } from "./report-big-index.js";
 import {
   fmt,
   type Goal,
@@ -25,7 +26,14 @@ import {
   tasksText,
   twinVerdict,
 } from "./report-format.js";
-import { fallbackSection, livingGoals, livingSection } from "./report-living.js";
+import {
+  fallbackSection,
+  livingDetails,
+  livingGoals,
+  livingSection,
+  type Plot,
+} from "./report-living.js";
+import { earlierRuns, HOW_TO_RUN, METHOD, runLines } from "./report-runs.js";
 import { round } from "./stats.js";
 
 interface Measurement extends Rec {
@@ -109,7 +117,7 @@ function label(m: { mode: string; width: number }): string {
   return m.mode === "segments" || m.mode === "queries" ? `${m.mode} G=${m.width}` : m.mode;
 }
 
-function find(ms: Measurement[], q: Partial<Measurement>): Measurement[] {
+function find(ms: readonly Measurement[], q: Partial<Measurement>): Measurement[] {
   return ms.filter((m) =>
     Object.entries(q).every(([k, v]) => (m as Record<string, unknown>)[k] === v),
   );
@@ -202,6 +210,9 @@ export function svgPlot(title: string, ms: Measurement[]): string {
 // ---------------------------------------------------------------------------------------------
 // Report
 
+/** The cell the summary compares native and the product modes in, for each dataset. */
+const SUMMARY_CELL = { path: "in-process", batch: 1, phase: "warm" } as const;
+
 /**
  * The report's first screen: how many goals were met, which were missed, and per dataset the
  * warm single-query p50 of native against the best product mode, with its plot.
@@ -214,7 +225,7 @@ function summary(goalRows: readonly Goal[], ms: readonly Measurement[]): string[
     "",
     `**${judged.length - missed.length} of ${judged.length} judged goals met**; ` +
       `${goalRows.length - judged.length} not judged (the runs they need are missing or too short). ` +
-      "Every goal with its figures: Details, Goals.",
+      "Every goal with its figures: Goals, below.",
     "",
   ];
   if (missed.length > 0) {
@@ -233,20 +244,16 @@ function summary(goalRows: readonly Goal[], ms: readonly Measurement[]): string[
   );
   const plots: string[] = [];
   for (const dataset of [...new Set(ms.map((m) => m.dataset))]) {
-    const rows = ms.filter(
-      (m) =>
-        m.dataset === dataset && m.path === "in-process" && m.batch === 1 && m.phase === "warm",
-    );
+    const rows = find(ms, { dataset, ...SUMMARY_CELL });
     const native = find(rows, { mode: "native" })[0];
     const best = bestProduct(rows);
     if (!native || !best) continue;
     lines.push(
       `| ${dataset} | ${fmt(native.p50, 1)} | ${label(best)}: ${fmt(best.p50, 1)} | ${fmt(best.p50 / native.p50)}x |`,
     );
-    const file = `${dataset}-in-process-b1-warm.svg`.replace(/[^a-zA-Z0-9.+-]/g, "_");
-    plots.push(`![${dataset}](plots/${file})`);
+    plots.push(`![${dataset}](plots/${plotFile({ dataset, ...SUMMARY_CELL })})`);
   }
-  return [...lines, "", ...plots, ""];
+  return [...lines, "", ...(plots.length ? [plots.join(" "), ""] : [])];
 }
 
 /**
@@ -415,7 +422,7 @@ const READS_PATH_LABEL: Record<string, string> = {
   stack: "local stack",
 };
 
-function readsTable(rows: Reads[]): string[] {
+function readsTable(rows: readonly Reads[]): string[] {
   const lines = [
     "| path | refineFactor | mode | tasks | queries | GETs / query | data GETs / query | KB / query | p50 ms | recall@k |",
     "|---|---|---|---|---|---|---|---|---|---|",
@@ -435,15 +442,18 @@ function readsTable(rows: Reads[]): string[] {
   return lines;
 }
 
-function table(rows: Measurement[], nativeP50: number | undefined): string[] {
+const MODE_ORDER = ["native", "single", "segments", "queries", "auto"];
+
+const byMode = (a: Measurement, b: Measurement) =>
+  MODE_ORDER.indexOf(a.mode) - MODE_ORDER.indexOf(b.mode) || a.width - b.width;
+
+function table(rows: readonly Measurement[]): string[] {
+  const nativeP50 = find(rows, { mode: "native" })[0]?.p50;
   const lines = [
     "| mode | tasks | n | p50 ms | p95 ms | x native p50 | recall@k | plan / views / search / merge (p50 ms) |",
     "|---|---|---|---|---|---|---|---|",
   ];
-  const order = ["native", "single", "segments", "queries", "auto"];
-  for (const m of [...rows].sort(
-    (a, b) => order.indexOf(a.mode) - order.indexOf(b.mode) || a.width - b.width,
-  )) {
+  for (const m of [...rows].sort(byMode)) {
     const ph = m.phasesP50;
     lines.push(
       `| ${label(m)} | ${m.tasks} | ${m.n} | ${fmt(m.p50)} | ${fmt(m.p95)} | ${nativeP50 ? fmt(m.p50 / nativeP50) : "–"} | ${fmt(m.recall, 3)} | ${ph ? `${fmt(ph.plan, 1)} / ${fmt(ph.views, 1)} / ${fmt(ph.search, 1)} / ${fmt(ph.merge, 1)}` : ""} |`,
@@ -452,246 +462,337 @@ function table(rows: Measurement[], nativeP50: number | undefined): string[] {
   return lines;
 }
 
-export async function writeReport(
-  resultsDir: string,
-  log: (line: string) => void = console.log,
-): Promise<string> {
-  const all = newest(await loadRecords(resultsDir));
+/** The measurements of one dataset on one path, batch and phase: one table, one plot. */
+interface Cell {
+  readonly dataset: string;
+  readonly path: string;
+  readonly batch: number;
+  readonly phase: string;
+  readonly rows: readonly Measurement[];
+}
+
+function cellsOf(ms: readonly Measurement[], dataset: string): Cell[] {
+  const groups = Map.groupBy(
+    ms.filter((m) => m.dataset === dataset),
+    (m) => `${m.path}|${m.batch}|${m.phase}`,
+  );
+  return [...groups.values()].map((rows) => {
+    const { path, batch, phase } = rows[0] as Measurement;
+    return { dataset, path, batch, phase, rows };
+  });
+}
+
+const cellName = (c: Pick<Cell, "path" | "batch" | "phase">) =>
+  `${c.path}, batch ${c.batch}, ${c.phase}`;
+
+const plotFile = (c: Omit<Cell, "rows">) =>
+  `${c.dataset}-${c.path}-b${c.batch}-${c.phase}.svg`.replace(/[^a-zA-Z0-9.+-]/g, "_");
+
+/** One mode's p50 in one cell, with its ratio to native's there. */
+function p50Text(cell: Cell, mode: string): string {
+  const m = cell.rows.find((r) => label(r) === mode);
+  const native = cell.rows.find((r) => r.mode === "native");
+  if (!m) return "–";
+  return native && m !== native ? `${fmt(m.p50)} (${fmt(m.p50 / native.p50)}x)` : fmt(m.p50);
+}
+
+function recallText(rows: readonly Measurement[]): string {
+  const recalls = rows.map((m) => m.recall);
+  const [lo, hi] = [Math.min(...recalls), Math.max(...recalls)];
+  return lo === hi ? fmt(lo, 3) : `${fmt(lo, 3)}-${fmt(hi, 3)}`;
+}
+
+/** Every cell of a dataset in one table: each mode's p50 (ms) and its ratio to native's. */
+function cellMatrix(cells: readonly Cell[], stale: (c: Cell) => boolean): string[] {
+  const rows = cells.flatMap((c) => c.rows).sort(byMode);
+  const modes = [...new Set(rows.map(label))];
+  const names = cells.map((c) => `${cellName(c)}${stale(c) ? " (older commit: not judged)" : ""}`);
+  return [
+    `| p50 ms (x native) | ${names.join(" | ")} |`,
+    `|---|${cells.map(() => "---|").join("")}`,
+    ...modes.map((mode) => `| ${mode} | ${cells.map((c) => p50Text(c, mode)).join(" | ")} |`),
+    `| recall@k | ${cells.map((c) => recallText(c.rows)).join(" | ")} |`,
+  ];
+}
+
+/** What the report is made of: the newest run of each cell and the goals its commit's runs judge. */
+interface Report {
+  readonly all: Rec[];
+  readonly ms: Measurement[];
+  readonly reads: Reads[];
+  readonly runs: Rec[];
+  readonly commit: string | undefined;
+  readonly current: (r: Rec) => boolean;
+  readonly goals: Goal[];
+  readonly datasets: string[];
+}
+
+function reportOf(all: Rec[]): Report {
   const ms = all.filter((r): r is Measurement => r.type === "measurement");
   const reads = all.filter((r): r is Reads => r.type === "s3-reads");
-  const rejected = all.filter((r) => r.type === "rejected");
   const runs = all.filter((r) => r.type === "run");
-  const plotDir = join(BENCH_DIR, "plots");
-  await mkdir(plotDir, { recursive: true });
   const commit = reportCommit(runs);
   const current = (r: Rec) => isCurrent(runs, commit, r.runId);
   const judged = all.filter(current);
-  const goalRows = [...goals(ms.filter(current)), ...bigIndexGoals(judged), ...livingGoals(judged)];
-  const staleRuns = runs.filter((r) => !current(r));
-  const md: string[] = [
-    "# Benchmark: native Lance vs one task vs segment fan-out vs query fan-out",
+  return {
+    all,
+    ms,
+    reads,
+    runs,
+    commit,
+    current,
+    goals: [...goals(ms.filter(current)), ...bigIndexGoals(judged), ...livingGoals(judged)],
+    datasets: [...new Set([...ms, ...reads].map((m) => m.dataset))],
+  };
+}
+
+const staleMarker = (report: Report) => (runId: string) =>
+  report.current({ runId } as Rec) ? "" : " (older commit: not judged)";
+
+const staleCell = (report: Report) => (c: Cell) => c.rows.some((m) => !report.current(m));
+
+/** Which commit the report is of, and whether any of its cells comes from another. */
+function commitLine(report: Report): string {
+  const { commit, runs, current } = report;
+  if (!commit) return "No run recorded a clean commit: no goal is judged.";
+  const stale = runs.filter((r) => !current(r)).length;
+  return (
+    `This report is of commit \`${commit.slice(0, 10)}\`: every goal is judged from that commit's runs only.` +
+    (stale
+      ? ` ${stale} run(s) of other commits (or with uncommitted changes) still hold cells no run of it measured: their sections are marked **older commit** and judge nothing.`
+      : " Every cell below comes from it.")
+  );
+}
+
+/** A dataset in bench/README.md: its shape, every cell's p50 by mode, and the cells' plots. */
+function datasetSection(report: Report, dataset: string): string[] {
+  const cells = cellsOf(report.ms, dataset);
+  const info = `${datasetInfo(report.all, dataset)} Each cell's n, p95 and phase times, S3 requests per query: [results/README.md](results/README.md).`;
+  const lines = [`## ${dataset}`, "", info, ""];
+  if (cells.length === 0) return lines;
+  return [
+    ...lines,
+    ...cellMatrix(cells, staleCell(report)),
     "",
-    "_Generated by `npm run bench` (bench/run.ts) from the JSON lines in `bench/results/`; do not edit by hand_",
-    "_(the reading at the end comes from `bench/reading.md`)._",
-    "",
-    ...summary(goalRows, ms.filter(current)),
-    commit
-      ? `This report is of commit \`${commit.slice(0, 10)}\`: every goal is judged from that commit's runs only.` +
-        (staleRuns.length
-          ? ` ${staleRuns.length} run(s) of other commits (or with uncommitted changes) still hold cells no run of it measured: their sections are marked **older commit** and judge nothing.`
-          : " Every cell below comes from it.")
-      : "No run recorded a clean commit: no goal is judged.",
-    "",
-    "## Details",
-    "",
-    "Every mode searches the **same dataset version and index** with the same `k`, `nprobes`,",
-    "`refineFactor` and the same query set; warm, each mode runs its samples in two blocks, the",
-    "first half in a seeded random order of the modes and the rest in the reverse order, pooled",
-    "(interleaved per sample, a wide plan's tasks on two cores slowed the next mode's query; in",
-    "one block per mode, drift over the run decided rankings: each block's p50 is in the records,",
-    "`blockP50s`); cold samples are interleaved. Warm statistics exclude warm-up runs (the second",
-    "block discards one more sample). `native` = one lancedb query in the harness process (a batch",
-    "is lancedb's own multi-vector query); the product modes are requests with `strategy:",
-    "single | segments | queries | auto` and `maxTasks: G` (`segments G=n`: n segment groups;",
-    "`queries G=n`: the batch in n query chunks, one task each). Without `strategy` in the product",
-    "(or with BENCH_STRATEGY=off) the harness emulates them: `maxTasks: G`, and for `queries` one",
-    "`maxTasks: 1` search per chunk sent concurrently (bench/modes.ts). Recall@k is against",
-    "exact (flat) search on the same version. A mode whose recall is below native recall - 0.01",
-    "gets no performance record. Batches run segment fan-out up to G = 8 with one warm-up sample",
-    "(wider plans of a batch were 2-5x slower than one task in every earlier run).",
-    "Each product row records the plans it ran (groups x query chunks, where the refine ran, and",
-    "which segments went together). `auto` is judged against the best fixed mode: met within",
-    "1.1x, and also when it ran the one plan of a fixed mode within 1.1x of the best, since two",
-    "rows of the same plan ran the same tasks and differ by the run's spread only (the verdict",
-    "says so, with both figures).",
-    "",
-    "```sh",
-    "npm run bench -- --all                          # every cell of this report, one run per part (~160 min)",
-    "npm run bench -- --all --parts living,fallback  # some of its parts (a rerun split over sittings, one commit)",
-    "npm run bench                                   # all datasets, every path (in-process, stack, cold, reads, stack-reads)",
-    "npm run bench -- --dataset synth-many --paths in-process --batch 1 --widths 1,2,4,8,16,67",
-    "npm run bench -- --smoke                        # < 60 s, also run by npm test",
-    "npm run bench -- --dataset fashion-mnist --paths reads,stack-reads --widths 1,2,4,8   # S3 GETs per query",
-    "npm run bench -- --dataset living --paths living,stack-living --workers 4 --commits 200   # commits while queries run",
-    "npm run bench -- --dataset living --paths living --prepare off   # the same, views built by the first query",
-    "npm run bench -- --dataset living --paths fallback,stack-fallback --workers 4   # cost of unindexed rows",
-    "npm run bench -- --dataset big-index --paths big-index --batch 1   # an index no single function holds (~23 min)",
-    "npm run bench -- --calibrate                    # fit shared/calibration.json from the results",
-    "npm run bench -- --report-only                  # regenerate this file from bench/results",
-    "tsx bench/build-datasets.ts fashion-mnist synth-1m synth-many   # build / reuse bench/cache",
-    "```",
-    "",
-    "Paths: `in-process` = vectorSearch with the in-process invoker (tasks share this process's",
-    "2 cores); `stack` = the planner function invoked through the local Lambda endpoint, tasks in",
-    "segment-search worker processes, data in the local S3 (s3rver) with no injected latency;",
-    "`stack+s3-20ms` = the same behind a proxy adding 20 ms first-byte latency and a 90 MB/s",
-    "per-connection cap. **Cold** = every worker replaced by a fresh process (started, modules",
-    "loaded, caches empty; Lambda's init phase excluded) and native in a fresh process; views",
-    "already exist (created once per dataset version, timed apart as the first call); nothing is",
-    "prewarmed. **Warm** (every path) = native's index prewarmed (`prewarmIndex`) and the",
-    "product's views prewarmed on first use (`LANCE_FANOUT_PREWARM=eager`); through the stack,",
-    "before a mode is timed, each task of its plan is sent to every segment-search worker at once",
-    "(one invocation per worker, so each worker gets one copy): every worker holds every view.",
-    "`reads` and `stack-reads` (bench/s3-reads.ts) count the S3 requests and bytes of warm single",
-    "queries through that proxy (no injected latency), native and `segments` G=n, with the",
-    "dataset's `refineFactor` and without: in-process with the data on the local S3, and through",
-    "the stack. The stack's workers have the deployed memory sizes and are frozen between",
-    "invocations as Lambda freezes idle environments (`--no-freeze` leaves them running; each run",
-    "records which in its options, `freeze`; runs without it predate both: workers left running,",
-    "lancedb's index cache 2 GiB instead of half the function's memory). Every run recorded before",
-    "December 3 2026 12:45 UTC had lancedb's default caches whatever the configuration said (6 GiB of",
-    'index, 1 GiB of metadata per process; docs/deploy.md "Memory sizes" has peaks measured since).',
-    "`living` and `stack-living` (bench/living.ts) commit to a copy of the dataset while",
-    "queries run; `fallback` and `stack-fallback` (bench/fallback-cost.ts) measure unindexed rows",
-    "against the same rows indexed; both are run only when named and have their own sections.",
+    cells.map((c) => `![${c.dataset}: ${cellName(c)}](plots/${plotFile(c)})`).join(" "),
     "",
   ];
-  for (const run of runs) {
-    const env = run.environment as Record<string, unknown>;
-    const src = run.sources as Record<string, unknown>;
-    const end = all.find((r) => r.type === "end" && r.runId === run.runId);
-    md.push(
-      `Run \`${run.runId}\`: ${env.cpuModel}, ${env.cores} cores, ${env.memoryGiB} GiB, Node ${env.node}, ` +
-        `lancedb ${(env.packages as Record<string, string>)["@lancedb/lancedb"]}, commit ${String(src.commit).slice(0, 10)}${src.dirty ? " (dirty)" : ""}, ` +
-        `load average ${(env.loadAverage as number[]).join(" ")} at start, ${((end?.loadAverage as number[]) ?? []).map((l) => l.toFixed(2)).join(" ")} at end; ` +
-        `threads ${JSON.stringify(env.threads)}.${current(run) ? "" : " **Older commit: shown, not judged.**"}`,
+}
+
+function datasetInfo(all: readonly Rec[], dataset: string): string {
+  const info = (all.find((r) => r.type === "dataset" && r.dataset === dataset)?.info ??
+    {}) as Record<string, unknown>;
+  const spec = (info.spec ?? {}) as Record<string, unknown>;
+  const search = (spec.search ?? {}) as Record<string, unknown>;
+  return (
+    `${info.rows} rows x ${spec.dimension}-d, ${info.segments} index segments (${info.indexType}, ${spec.partitions} partitions), ` +
+    `version ${info.version}, manifest sha256 \`${String(info.manifestHash).slice(0, 16)}\`; k=${search.k}, nprobes=${search.nprobes}, refineFactor=${search.refineFactor}. ` +
+    `Built in ${info.buildSeconds} s.`
+  );
+}
+
+/** A dataset in bench/results/README.md: every cell in full, S3 requests, first calls, resources. */
+function datasetDetails(report: Report, dataset: string): string[] {
+  const stale = staleCell(report);
+  return [
+    `## ${dataset}`,
+    "",
+    ...cellsOf(report.ms, dataset).flatMap((c) => [
+      `### ${cellName(c)}${stale(c) ? " (older commit: not judged)" : ""}`,
       "",
-    );
+      ...table(c.rows),
+      "",
+    ]),
+    ...readsSection(report.reads.filter((r) => r.dataset === dataset)),
+    ...rejectedLines(report.all, dataset),
+    ...firstCallLines(report.all, dataset),
+    ...report.all
+      .filter((r) => r.type === "resources" && r.dataset === dataset)
+      .flatMap((r) => [resourceLine(r), ""]),
+  ];
+}
+
+function readsSection(rows: readonly Reads[]): string[] {
+  if (rows.length === 0) return [];
+  const versions = new Set(
+    rows.map(
+      (r) =>
+        `${r.version} (${r.segments} segments, manifest sha256 \`${String(r.manifestHash).slice(0, 16)}\`)`,
+    ),
+  );
+  return [
+    "### S3 requests per query, batch 1, warm",
+    "",
+    `Version ${[...versions].join(", ")}, k=${rows[0]?.k}, nprobes=${rows[0]?.nprobes}. ` +
+      "Counted by the proxy in front of the local S3 during the timed queries only (views made and every index prewarmed before), divided by the queries; data GETs are the refine's reads of raw vectors.",
+    "",
+    ...readsTable(rows),
+    "",
+  ];
+}
+
+function rejectedLines(all: readonly Rec[], dataset: string): string[] {
+  const rejected = all.filter((r) => r.type === "rejected" && r.dataset === dataset);
+  if (rejected.length === 0) return [];
+  return [
+    "Rejected by the recall gate (no performance record):",
+    "",
+    ...rejected.map((r) => `- ${r.path}, batch ${r.batch}, ${label(r as never)}: ${r.reason}`),
+    "",
+  ];
+}
+
+function firstCallLines(all: readonly Rec[], dataset: string): string[] {
+  const firsts = all.filter(
+    (r) => r.type === "first-call" && r.dataset === dataset && r.batch === 1,
+  );
+  if (firsts.length === 0) return [];
+  return [
+    "First call of each mode in a process (opens tables and views, loads indices; recorded, excluded from warm): " +
+      firsts.map((f) => `${f.path} ${label(f as never)} ${fmt(f.ms as number, 0)} ms`).join(", ") +
+      ".",
+    "",
+  ];
+}
+
+interface ProcessUse {
+  role: string;
+  peakRssMiB: number;
+  userCpuMs: number;
+  systemCpuMs: number;
+}
+
+/** One `resources` record by role: how many processes, the largest RSS and the CPU of all. */
+function resourceLine(r: Rec): string {
+  const byRole = new Map<string, { n: number; rss: number; user: number; sys: number }>();
+  for (const p of r.processes as ProcessUse[]) {
+    const e = byRole.get(p.role) ?? { n: 0, rss: 0, user: 0, sys: 0 };
+    byRole.set(p.role, {
+      n: e.n + 1,
+      rss: Math.max(e.rss, p.peakRssMiB),
+      user: e.user + p.userCpuMs,
+      sys: e.sys + p.systemCpuMs,
+    });
   }
-  md.push(
+  const roles = [...byRole].map(
+    ([role, e]) =>
+      `${role} x${e.n}: peak RSS ${e.rss} MiB, CPU ${e.user} ms user + ${e.sys} ms system`,
+  );
+  return `Resources (${r.path}): ${roles.join("; ")}${r.s3 ? `; S3 ${JSON.stringify(r.s3)}` : ""}.`;
+}
+
+/** The task cost fit of each dataset, then the Lambda projection it makes. */
+function taskCostSection(report: Report): string[] {
+  const profiles = report.all.filter((r) => r.type === "task-profile");
+  const points = profiles.flatMap((p) => p.points as TaskPoint[]);
+  if (points.length === 0) return [];
+  return [
+    "## Task cost (for shared/grouping.ts SEGMENT_COST)",
+    "",
+    "Each group shape the planner makes (every G), one query, searched alone and warm on local disk:",
+    "",
+    "| dataset | fit: ms = a + b·rows + c·segments | perSegment (rows) | r² | tasks |",
+    "|---|---|---|---|---|",
+    ...profiles.map((p) => {
+      const f = p.fit as TaskFit;
+      return `| ${p.dataset} | ${fmt(f.a, 3)} + ${fmt(f.perRowMs * 1e6, 3)}/M rows + ${fmt(f.perSegmentMs, 3)}/segment | ${f.perSegmentRows} | ${f.r2} | ${f.points} |`;
+    }),
+    "",
+    ...projection(report.ms, points, report.all),
+    "",
+  ];
+}
+
+/** bench/README.md: the summary, the goals and the figures of the newest run of each cell. */
+function mainPage(report: Report, living: string[]): string[] {
+  const judged = report.ms.filter(report.current);
+  const marker = staleMarker(report);
+  return [
+    "# Benchmark: native Lance vs one task vs segment fan-out vs query fan-out",
+    "",
+    "_Generated by `npm run bench` (bench/run.ts) from the JSON lines in `bench/results/`; do not edit by hand._",
+    "_Every figure of these runs, the runs before them and the readings: [results/README.md](results/README.md)._",
+    "",
+    ...summary(report.goals, judged),
+    commitLine(report),
+    "",
+    ...HOW_TO_RUN,
     "## Goals (warm p50 unless stated, ratios from one run)",
     "",
     "| goal | measured | verdict |",
     "|---|---|---|",
+    ...report.goals.map((g) => `| ${g.goal} | ${g.measured} | ${g.verdict} |`),
+    "",
+    ...report.datasets.flatMap((ds) => datasetSection(report, ds)),
+    ...bigIndexSection(report.all, marker),
+    ...living,
+    ...fallbackSection(report.all, marker),
+    ...taskCostSection(report),
+  ];
+}
+
+/**
+ * bench/results/README.md: how the figures are measured, the report's runs in full, the runs
+ * before them, then the hand-written readings (bench/reading.md).
+ */
+function resultsPage(report: Report, records: readonly Rec[], reading: string): string[] {
+  const marker = staleMarker(report);
+  return [
+    "# Benchmark results in full, and the readings of earlier runs",
+    "",
+    "_Generated by `npm run bench` (bench/run.ts) from the JSON lines in this folder, with bench/README.md; do not edit by hand_",
+    "_(the readings at the end come from `bench/reading.md`)._",
+    "",
+    "The summary, the goals and the current figures are in [bench/README.md](../README.md); here, how",
+    "they are measured, every figure of the runs they come from, the runs before those, and the",
+    "dated readings of the runs, newest first.",
+    "",
+    ...METHOD,
+    ...runLines(report.runs, report.all, report.current),
+    ...report.datasets.flatMap((ds) => datasetDetails(report, ds)),
+    ...bigIndexDetails(report.all),
+    ...livingDetails(report.all, marker),
+    ...earlierRuns(records, report.runs),
+    reading,
+  ];
+}
+
+/** The SVG plots of bench/README.md: one per cell, and the living runs' over the commits. */
+function cellPlots(report: Report): Plot[] {
+  return report.datasets.flatMap((ds) =>
+    cellsOf(report.ms, ds).map((c) => ({
+      file: plotFile(c),
+      svg: svgPlot(`${ds}: ${cellName(c)}`, [...c.rows]),
+    })),
   );
-  for (const g of goalRows) md.push(`| ${g.goal} | ${g.measured} | ${g.verdict} |`);
-  md.push("");
+}
 
-  const datasets = [...new Set([...ms, ...reads].map((m) => m.dataset))];
-  for (const ds of datasets) {
-    const info = (all.find((r) => r.type === "dataset" && r.dataset === ds)?.info ?? {}) as Record<
-      string,
-      unknown
-    >;
-    const spec = (info.spec ?? {}) as Record<string, unknown>;
-    const search = (spec.search ?? {}) as Record<string, unknown>;
-    md.push(
-      `## ${ds}`,
-      "",
-      `${info.rows} rows x ${spec.dimension}-d, ${info.segments} index segments (${info.indexType}, ${spec.partitions} partitions), ` +
-        `version ${info.version}, manifest sha256 \`${String(info.manifestHash).slice(0, 16)}\`; k=${search.k}, nprobes=${search.nprobes}, refineFactor=${search.refineFactor}. ` +
-        `Built in ${info.buildSeconds} s.`,
-      "",
-    );
-    const groups = new Map<string, Measurement[]>();
-    for (const m of ms.filter((m) => m.dataset === ds)) {
-      const key = `${m.path}|${m.batch}|${m.phase}`;
-      groups.set(key, [...(groups.get(key) ?? []), m]);
-    }
-    for (const [key, rows] of groups) {
-      const [path, batch, phase] = key.split("|");
-      const title = `${ds}: ${path}, batch ${batch}, ${phase}`;
-      const file = `${ds}-${path}-b${batch}-${phase}.svg`.replace(/[^a-zA-Z0-9.+-]/g, "_");
-      await writeFile(join(plotDir, file), svgPlot(title, rows));
-      const stale = rows.some((m) => !current(m)) ? " (older commit: not judged)" : "";
-      md.push(`### ${path}, batch ${batch}, ${phase}${stale}`, "");
-      md.push(...table(rows, find(rows, { mode: "native" })[0]?.p50), "");
-      md.push(`![${title}](plots/${file})`, "");
-    }
-    const dsReads = reads.filter((r) => r.dataset === ds);
-    if (dsReads.length) {
-      md.push(
-        "### S3 requests per query, batch 1, warm",
-        "",
-        `Version ${[...new Set(dsReads.map((r) => `${r.version} (${r.segments} segments, manifest sha256 \`${String(r.manifestHash).slice(0, 16)}\`)`))].join(", ")}, k=${dsReads[0]?.k}, nprobes=${dsReads[0]?.nprobes}. ` +
-          "Counted by the proxy in front of the local S3 during the timed queries only (views made and every index prewarmed before), divided by the queries; data GETs are the refine's reads of raw vectors.",
-        "",
-        ...readsTable(dsReads),
-        "",
-      );
-    }
-    const rej = rejected.filter((r) => r.dataset === ds);
-    if (rej.length) {
-      md.push("Rejected by the recall gate (no performance record):", "");
-      for (const r of rej)
-        md.push(`- ${r.path}, batch ${r.batch}, ${label(r as never)}: ${r.reason}`);
-      md.push("");
-    }
-    const firsts = all.filter((r) => r.type === "first-call" && r.dataset === ds && r.batch === 1);
-    if (firsts.length) {
-      md.push(
-        "First call of each mode in a process (opens tables and views, loads indices; recorded, excluded from warm): " +
-          firsts
-            .map((f) => `${f.path} ${label(f as never)} ${fmt(f.ms as number, 0)} ms`)
-            .join(", ") +
-          ".",
-        "",
-      );
-    }
-    const res = all.filter((r) => r.type === "resources" && r.dataset === ds);
-    for (const r of res) {
-      const procs = r.processes as {
-        role: string;
-        peakRssMiB: number;
-        userCpuMs: number;
-        systemCpuMs: number;
-      }[];
-      const byRole = new Map<string, { n: number; rss: number; user: number; sys: number }>();
-      for (const p of procs) {
-        const e = byRole.get(p.role) ?? { n: 0, rss: 0, user: 0, sys: 0 };
-        byRole.set(p.role, {
-          n: e.n + 1,
-          rss: Math.max(e.rss, p.peakRssMiB),
-          user: e.user + p.userCpuMs,
-          sys: e.sys + p.systemCpuMs,
-        });
-      }
-      md.push(
-        `Resources (${r.path}): ` +
-          [...byRole]
-            .map(
-              ([role, e]) =>
-                `${role} x${e.n}: peak RSS ${e.rss} MiB, CPU ${e.user} ms user + ${e.sys} ms system`,
-            )
-            .join("; ") +
-          (r.s3 ? `; S3 ${JSON.stringify(r.s3)}` : "") +
-          ".",
-        "",
-      );
-    }
-  }
+const writeMarkdown = (file: string, lines: readonly string[]) =>
+  writeFile(file, `${lines.join("\n").trimEnd()}\n`);
 
-  const marker = (runId: string) =>
-    current({ runId } as Rec) ? "" : " (older commit: not judged)";
-  const living = livingSection(all, marker);
-  for (const plot of living.plots) await writeFile(join(plotDir, plot.file), plot.svg);
-  md.push(...bigIndexSection(all, marker), ...living.lines, ...fallbackSection(all, marker));
-  const profiles = all.filter((r) => r.type === "task-profile");
-  const points = profiles.flatMap((p) => p.points as TaskPoint[]);
-  if (points.length) {
-    md.push("## Task cost (for shared/grouping.ts SEGMENT_COST)", "");
-    md.push(
-      "Each group shape the planner makes (every G), one query, searched alone and warm on local disk:",
-      "",
-    );
-    md.push(
-      "| dataset | fit: ms = a + b·rows + c·segments | perSegment (rows) | r² | tasks |",
-      "|---|---|---|---|---|",
-    );
-    for (const p of profiles) {
-      const f = p.fit as TaskFit;
-      md.push(
-        `| ${p.dataset} | ${fmt(f.a, 3)} + ${fmt(f.perRowMs * 1e6, 3)}/M rows + ${fmt(f.perSegmentMs, 3)}/segment | ${f.perSegmentRows} | ${f.r2} | ${f.points} |`,
-      );
-    }
-    md.push("");
-    md.push(...projection(ms, points, all), "");
+/**
+ * Writes bench/README.md, bench/results/README.md and the plots from the records in
+ * `resultsDir`; returns the path of bench/README.md.
+ */
+export async function writeReport(
+  resultsDir: string,
+  log: (line: string) => void = console.log,
+): Promise<string> {
+  const records = await loadRecords(resultsDir);
+  const report = reportOf(newest(records));
+  const living = livingSection(report.all, staleMarker(report));
+  const plotDir = join(BENCH_DIR, "plots");
+  await mkdir(plotDir, { recursive: true });
+  for (const plot of [...cellPlots(report), ...living.plots]) {
+    await writeFile(join(plotDir, plot.file), plot.svg);
   }
   const readingFile = join(BENCH_DIR, "reading.md");
-  if (existsSync(readingFile)) md.push(await readFile(readingFile, "utf8"));
+  const reading = existsSync(readingFile) ? await readFile(readingFile, "utf8") : "";
   const out = join(BENCH_DIR, "README.md");
-  await writeFile(out, `${md.join("\n").trimEnd()}\n`);
-  log(`report: ${out}`);
+  const full = join(BENCH_DIR, "results", "README.md");
+  await writeMarkdown(out, mainPage(report, living.lines));
+  await writeMarkdown(full, resultsPage(report, records, reading));
+  log(`report: ${out}, ${full}`);
   return out;
 }
 

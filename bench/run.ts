@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: native Lance vs one task vs segment fan-out vs query fan-out, on the same
  * dataset version, index, k, nprobes and refineFactor, in-process and through the local stack.
- * Writes JSON lines under bench/results/ and (unless --no-report) bench/README.md with plots.
+ * Writes JSON lines under bench/results/ and (unless --no-report) bench/README.md with plots
+ * and bench/results/README.md.
  * `tsx bench/run.ts --help` lists the options.
  * @module
  */
@@ -796,7 +797,7 @@ export function cli(argv: string[] = process.argv): Command {
     .option("--recall-threshold <r>", "fixed recall gate (default: native recall - slack)", Number)
     .option("--recall-slack <d>", "gate = native recall - this", Number, 0.01)
     .option("--out <dir>", "results directory", join(BENCH_DIR, "results"))
-    .option("--no-report", "do not regenerate bench/README.md")
+    .option("--no-report", "do not regenerate bench/README.md and bench/results/README.md")
     .option("--seed <n>", "seed of the order modes run in", Number, 1)
     .addOption(new Option("--smoke", "tiny dataset, few queries, < 60 s; no report"))
     .addOption(
@@ -805,7 +806,12 @@ export function cli(argv: string[] = process.argv): Command {
         "fit task-cost constants from bench/results into shared/calibration.json",
       ),
     )
-    .addOption(new Option("--report-only", "regenerate bench/README.md from bench/results"))
+    .addOption(
+      new Option(
+        "--report-only",
+        "regenerate bench/README.md and bench/results/README.md from bench/results",
+      ),
+    )
     .addOption(
       new Option(
         "--all",

@@ -3,7 +3,7 @@
  * and late in a run, so drift over the run cannot decide a ranking.
  */
 import { describe, expect, it } from "vitest";
-import { twoPasses } from "../bench/stats.js";
+import { twoPasses } from "../stats.js";
 
 describe("twoPasses", () => {
   it("splits the samples into halves, the second in reversed order", () => {

@@ -10,9 +10,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 
-type Run = typeof import("../bench/run.js");
-type Datasets = typeof import("../bench/datasets.js");
-type DatasetSpec = import("../bench/datasets.js").DatasetSpec;
+type Run = typeof import("../run.js");
+type Datasets = typeof import("../datasets.js");
+type DatasetSpec = import("../datasets.js").DatasetSpec;
 let bench: Run;
 let datasets: Datasets;
 let cache: string;
@@ -21,11 +21,11 @@ beforeAll(async () => {
   // A private cache: the smoke dataset and its views are built here, never in bench/cache.
   cache = await mkdtemp(join(tmpdir(), "bench-cache-"));
   process.env.BENCH_CACHE_DIR = cache;
-  bench = await import("../bench/run.js");
-  datasets = await import("../bench/datasets.js");
+  bench = await import("../run.js");
+  datasets = await import("../datasets.js");
 });
 
-function options(out: string, extra: Partial<import("../bench/context.js").BenchOptions> = {}) {
+function options(out: string, extra: Partial<import("../context.js").BenchOptions> = {}) {
   return {
     datasets: ["smoke"],
     modes: ["native", "single", "segments", "queries", "auto"] as const,
@@ -49,7 +49,7 @@ function options(out: string, extra: Partial<import("../bench/context.js").Bench
     seed: 1,
     log: () => {},
     ...extra,
-  } as import("../bench/context.js").BenchOptions;
+  } as import("../context.js").BenchOptions;
 }
 
 async function lines(file: string): Promise<Record<string, unknown>[]> {
@@ -145,7 +145,7 @@ describe("bench smoke run", () => {
   });
 
   it("runs a living dataset through every commit kind: native's answers, no index view for an append, gc removes dead views", async () => {
-    const { COMMIT_KINDS } = await import("../bench/living-writer.js");
+    const { COMMIT_KINDS } = await import("../living-writer.js");
     const out = await mkdtemp(join(tmpdir(), "bench-out-"));
     const { file } = await bench.runBench(
       options(out, {
@@ -195,7 +195,7 @@ describe("bench smoke run", () => {
   });
 
   it("points this process's S3 endpoint at the bench proxy while its local S3 runs (views made here never try AWS)", async () => {
-    const { startBenchS3 } = await import("../bench/stack.js");
+    const { startBenchS3 } = await import("../stack.js");
     const before = process.env.AWS_ENDPOINT_URL;
     const storage = await startBenchS3({
       dataDir: await mkdtemp(join(tmpdir(), "bench-s3-")),
@@ -214,8 +214,8 @@ describe("bench smoke run", () => {
   });
 
   it("warms every view of a plan in every stack worker before a mode is timed", async () => {
-    const { startBenchStack, uploadDataset } = await import("../bench/stack.js");
-    const { stackTarget } = await import("../bench/modes.js");
+    const { startBenchStack, uploadDataset } = await import("../stack.js");
+    const { stackTarget } = await import("../modes.js");
     const info = await datasets.ensureDataset(datasets.DATASETS.smoke as DatasetSpec);
     const queries = await datasets.loadQueries(info, 8);
     let indexReads = 0;
@@ -250,7 +250,7 @@ describe("bench smoke run", () => {
 
 describe("living commit kinds", () => {
   it("runs the cycle in turn with a reindex every n-th commit, and the cycle alone with 0", async () => {
-    const { commitKind } = await import("../bench/living.js");
+    const { commitKind } = await import("../living.js");
     const base = { cycle: ["append", "delete"] } as const;
     const kinds = (reindexEvery: number) =>
       Array.from({ length: 7 }, (_, i) => commitKind({ ...base, reindexEvery }, i));

@@ -3,7 +3,7 @@
  * fixed mode's plan from a choice of its own by them, so a plan that changed inside a block must show.
  */
 import { describe, expect, it } from "vitest";
-import { timeQueries } from "../bench/big-index.js";
+import { timeQueries } from "../big-index.js";
 
 const plan = (groups: number) => ({ groups, chunks: 1, refine: "none", signature: `s${groups}` });
 

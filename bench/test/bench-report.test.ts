@@ -3,8 +3,9 @@
  * commit only, and the big-index section's cost and contention figures follow from the records.
  */
 import { describe, expect, it } from "vitest";
-import { bigIndexGoals, bigIndexSection } from "../bench/report-big-index.js";
-import { isCurrent, type Rec, reportCommit } from "../bench/report-format.js";
+import { bigIndexDetails, bigIndexGoals } from "../report-big-index.js";
+import { isCurrent, type Rec, reportCommit } from "../report-format.js";
+import { earlierRuns } from "../report-runs.js";
 
 const run = (runId: string, commit: string, dirty = false): Rec => ({
   type: "run",
@@ -30,6 +31,45 @@ describe("the report's commit", () => {
 
   it("is none when every run had uncommitted changes", () => {
     expect(reportCommit([run("2026-12-04T13", "ccc", true)])).toBeUndefined();
+  });
+});
+
+describe("the earlier runs (bench/results/README.md)", () => {
+  const withLancedb = (r: Rec): Rec => ({
+    ...r,
+    environment: { packages: { "@lancedb/lancedb": "0.39.0" } },
+  });
+  const older = withLancedb(run("2026-12-04T10", "aaaaaaaaaaaa"));
+  const dirty = withLancedb(run("2026-12-04T11", "bbb", true));
+  const reported = withLancedb(run("2026-12-04T12", "ccc"));
+  const records: Rec[] = [
+    older,
+    { type: "measurement", runId: older.runId, dataset: "d", path: "in-process" },
+    { type: "measurement", runId: older.runId, dataset: "d", path: "stack" },
+    { type: "task-profile", runId: older.runId, dataset: "d" },
+    { type: "end", runId: older.runId },
+    dirty,
+    {
+      type: "living-commit",
+      runId: dirty.runId,
+      dataset: "living",
+      path: "living",
+      prepare: false,
+    },
+    reported,
+    { type: "measurement", runId: reported.runId, dataset: "d", path: "in-process" },
+  ];
+
+  it("lists the runs the report does not show, newest first, with what each measured", () => {
+    const rows = earlierRuns(records, [reported]).filter((l) => l.startsWith("| `"));
+    expect(rows).toEqual([
+      "| `2026-12-04T11` | bbb (dirty) | 0.39.0 | living: living (prepare off) (stopped before its end) |",
+      "| `2026-12-04T10` | aaaaaaaaaa | 0.39.0 | d: in-process, stack, task profile |",
+    ]);
+  });
+
+  it("is empty when the report shows every run", () => {
+    expect(earlierRuns(records, [older, dirty, reported])).toEqual([]);
   });
 });
 
@@ -122,7 +162,7 @@ describe("big-index goals", () => {
   });
 
   it("puts the contention of two shared cores at CPU / 2 - the critical path", () => {
-    const text = bigIndexSection(records).join("\n");
+    const text = bigIndexDetails(records).join("\n");
     // (10 + 60 + 2 + 20) / 2 - (10 + 12 + 2) = 22 ms of G=8's 30: 8 ms without it, 1.6x unbounded.
     expect(text).toContain(
       "| G=8 | 6 | 30.0 | 10.0 / 60.0 / 12.0 / 2.0 / 20.0 | 24.0 | 22.0 (73%) | 8.0 | 1.6x |",

@@ -8,7 +8,7 @@
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type S3Proxy, startS3Proxy } from "../bench/s3-proxy.js";
+import { type S3Proxy, startS3Proxy } from "../s3-proxy.js";
 
 const BODY = "x".repeat(64 * 1024);
 
