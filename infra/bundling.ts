@@ -5,11 +5,11 @@
  * pruned and stripped by `infra/native-modules.ts`.
  * @module
  */
-import { join } from "node:path";
 import { Architecture } from "aws-cdk-lib/aws-lambda";
 import { type BundlingOptions, OutputFormat } from "aws-cdk-lib/aws-lambda-nodejs";
 import { installEnvironment, NATIVE_MODULES } from "./native-modules.js";
 import type { AssetArch } from "./prune-asset.js";
+import { infraModule, MODULE_EXT } from "./sources.js";
 
 /** Node's name (`process.arch`, npm's `cpu`) for a Lambda architecture. */
 export function assetArch(architecture: Architecture): AssetArch {
@@ -38,9 +38,9 @@ export function fanoutBundling(architecture: Architecture): BundlingOptions {
     commandHooks: {
       beforeBundling: () => [],
       beforeInstall: () => [],
-      // Runs in the project root (where tsx is installed) after esbuild.
-      afterBundling: (inputDir, outputDir) => [
-        `node --import tsx ${quote(join(inputDir, "infra", "native-modules.ts"))} ${quote(outputDir)} ${arch}`,
+      // Runs in the project root after esbuild; the sources need tsx (installed here).
+      afterBundling: (_inputDir, outputDir) => [
+        `node ${MODULE_EXT === ".ts" ? "--import tsx " : ""}${quote(infraModule("native-modules"))} ${quote(outputDir)} ${arch}`,
       ],
     },
   };

@@ -23,6 +23,8 @@ export const CONTEXT_KEYS = {
     "x86_64 (default) or arm64 (refused while the pinned lancedb has no linux-arm64 build)",
   runtime: "nodejs24.x (default) or nodejs22.x",
   maxTasks: "upper bound on tasks per query (default 16)",
+  reserveConcurrency:
+    "true to reserve (and cap) each function's concurrency from the burst and maxTasks (default false)",
   accountConcurrency:
     "the account's Lambda concurrency quota in the region; reservations leave 100 of it (default 1000)",
   queryTimeoutMs: "deadline of a query without timeoutMs (default 25000)",
@@ -38,7 +40,8 @@ export const CONTEXT_KEYS = {
   gcGraceMinutes: "gc keeps views younger than this, over 15 (default 60)",
   "planner.memoryMb": "planner memory (default 1024)",
   "planner.timeoutSeconds": "planner timeout (default 29)",
-  "planner.reservedConcurrency": "planner reserved concurrency (default throttleBurstLimit)",
+  "planner.reservedConcurrency":
+    "planner reserved concurrency (reserved: default throttleBurstLimit); setting one reserves all",
   "segmentSearch.memoryMb": "segment-search memory (default 2048)",
   "segmentSearch.timeoutSeconds": "segment-search timeout (default: the planner's less 1 s)",
   "segmentSearch.reservedConcurrency":
@@ -110,6 +113,7 @@ export function settingsFromContext(
     merge: functionSettings(get, "merge"),
     gc: functionSettings(get, "gc"),
     maxTasks: optionalInt(get, "maxTasks"),
+    reserveConcurrency: optionalBool(get, "reserveConcurrency"),
     accountConcurrency: optionalInt(get, "accountConcurrency"),
     queryTimeout: map(optionalInt(get, "queryTimeoutMs"), Duration.millis),
     viewCacheSize: optionalInt(get, "viewCacheSize"),

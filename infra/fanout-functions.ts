@@ -6,7 +6,6 @@
  * @module
  */
 import { resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import { Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
 import { Architecture, LoggingFormat, Runtime } from "aws-cdk-lib/aws-lambda";
@@ -20,9 +19,7 @@ import { type Reservations, reserveConcurrency } from "./concurrency.js";
 import type { DatasetAccess } from "./dataset-access.js";
 import { assertLancedbBuild } from "./lancedb-builds.js";
 import { DEFAULT_THROTTLE } from "./search-api.js";
-
-/** The repository root: handlers, package.json and package-lock.json live here. */
-export const PROJECT_ROOT = resolve(fileURLToPath(import.meta.url), "../..");
+import { handlerEntry, LOCK_ROOT } from "./sources.js";
 
 /** Runtimes Lambda still creates functions with (nodejs20.x is blocked). */
 export const SUPPORTED_RUNTIMES = [Runtime.NODEJS_22_X, Runtime.NODEJS_24_X] as const;
@@ -76,6 +73,13 @@ export interface FanoutFunctionsProps {
    */
   readonly concurrentQueries?: number;
   /**
+   * Reserve (and so cap) each function's concurrency, sized from `concurrentQueries` and
+   * `maxTasks` (infra/concurrency.ts): at the defaults 761 executions, so the account's quota
+   * must be at least 861. Setting any function's `reservedConcurrency` asks for it too.
+   * @default false: the functions share the account's unreserved concurrency with the others
+   */
+  readonly reserveConcurrency?: boolean;
+  /**
    * The account's Lambda concurrency quota in the region; the reservations must leave 100 of it
    * unreserved. @default 1000
    */
@@ -107,7 +111,10 @@ export interface FanoutFunctionsProps {
   readonly logRetention?: RetentionDays;
   /** What `cdk destroy` does with the log groups. @default RemovalPolicy.DESTROY */
   readonly logRemovalPolicy?: RemovalPolicy;
-  /** Directory with `functions/`, package.json and package-lock.json. @default this repository */
+  /**
+   * The project CDK bundles in (esbuild runs there). @default the directory of the lock file
+   * nearest the working directory
+   */
   readonly projectRoot?: string;
 }
 
@@ -164,7 +171,7 @@ export class FanoutFunctions extends Construct {
       );
     }
     const architecture = props.architecture ?? Architecture.X86_64;
-    assertLancedbBuild(assetArch(architecture), PROJECT_ROOT);
+    assertLancedbBuild(assetArch(architecture), LOCK_ROOT);
     const maxTasks = positiveInt("maxTasks", props.maxTasks ?? 16, 1000);
     const viewCacheSize = positiveInt("viewCacheSize", props.viewCacheSize ?? 64, 100_000);
     const queryTimeoutMs = (props.queryTimeout ?? Duration.seconds(25)).toMilliseconds();
@@ -196,6 +203,9 @@ export class FanoutFunctions extends Construct {
     const gcGraceMinutes = graceMinutes(props.gcGrace ?? Duration.minutes(60));
     const slots = positiveInt("segmentSearchSlots", props.segmentSearchSlots ?? 1, maxTasks);
     checkDeadlines(settings, queryTimeoutMs);
+    const reserve =
+      props.reserveConcurrency === true ||
+      Object.values(settings).some((size) => size.reservedConcurrency !== undefined);
     const reservations = (segmentSearch: number | undefined) =>
       reserveConcurrency({
         concurrentQueries: props.concurrentQueries ?? DEFAULT_THROTTLE.burstLimit,
@@ -208,20 +218,14 @@ export class FanoutFunctions extends Construct {
           gc: settings.gc.reservedConcurrency,
         },
       });
-    // The segment-search reservation, split over the slots (rounded up, and checked again).
-    const perSlot = Math.ceil(
-      reservations(settings.segmentSearch.reservedConcurrency).segmentSearch / slots,
-    );
-    const reserved = { ...reservations(perSlot * slots), segmentSearch: perSlot };
-
+    const reserved = reserve ? splitReservations(reservations, slots, settings) : undefined;
     // Each slot gets its share of a prepare's warm invokes.
-    if (Math.ceil(prepareEnvironments / slots) > perSlot) {
+    if (reserved && Math.ceil(prepareEnvironments / slots) > reserved.segmentSearch) {
       throw new TypeError(
-        `prepareEnvironments (${prepareEnvironments}) exceeds the segment-search reservation (${perSlot * slots}): its warm invokes would be throttled`,
+        `prepareEnvironments (${prepareEnvironments}) exceeds the segment-search reservation (${reserved.segmentSearch * slots}): its warm invokes would be throttled`,
       );
     }
 
-    const root = props.projectRoot ?? PROJECT_ROOT;
     const logRetention = props.logRetention ?? RetentionDays.ONE_MONTH;
     const common = {
       LANCE_FANOUT_S3_VIEW_PREFIX: props.access.viewPrefix,
@@ -249,15 +253,18 @@ export class FanoutFunctions extends Construct {
       const role = shared?.role ?? logRole(this, `${name}Role`, dir, logGroup);
       const fn = new NodejsFunction(this, name, {
         description,
-        entry: resolve(root, "functions", dir, "handler.ts"),
+        entry: handlerEntry(dir),
         handler: "handler",
-        projectRoot: root,
-        depsLockFilePath: resolve(root, "package-lock.json"),
+        // Unset, CDK takes the directory of the lock file nearest the working directory.
+        ...(props.projectRoot && {
+          projectRoot: props.projectRoot,
+          depsLockFilePath: resolve(props.projectRoot, "package-lock.json"),
+        }),
         runtime,
         architecture,
         memorySize: size.memorySize,
         timeout: size.timeout,
-        reservedConcurrentExecutions: reserved[key],
+        reservedConcurrentExecutions: reserved?.[key],
         role,
         logGroup,
         loggingFormat: LoggingFormat.JSON,
@@ -344,6 +351,18 @@ export class FanoutFunctions extends Construct {
       gc: gc.logGroup,
     };
   }
+}
+
+/** The reservations with segment-search's split over the slots (rounded up, and checked again). */
+function splitReservations(
+  reservations: (segmentSearch: number | undefined) => Reservations,
+  slots: number,
+  settings: { readonly segmentSearch: Sizing },
+): Reservations {
+  const perSlot = Math.ceil(
+    reservations(settings.segmentSearch.reservedConcurrency).segmentSearch / slots,
+  );
+  return { ...reservations(perSlot * slots), segmentSearch: perSlot };
 }
 
 interface Sizing {

@@ -11,11 +11,10 @@
  * @module
  */
 import { readFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import type { AssetArch } from "./prune-asset.js";
-
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+import { LOCK_ROOT } from "./sources.js";
 
 interface LockEntry {
   readonly version?: string;
@@ -30,9 +29,9 @@ export function lancedbBuildPackage(arch: AssetArch): string {
 
 /**
  * Why the lock holds no lancedb build for `arch`, or undefined when it does.
- * @param projectRoot directory of package-lock.json. @default this repository
+ * @param projectRoot directory of package-lock.json. @default {@link LOCK_ROOT}
  */
-export function missingLancedbBuild(arch: AssetArch, projectRoot = ROOT): string | undefined {
+export function missingLancedbBuild(arch: AssetArch, projectRoot = LOCK_ROOT): string | undefined {
   const lockFile = join(projectRoot, "package-lock.json");
   const packages = (
     JSON.parse(readFileSync(lockFile, "utf8")) as {

@@ -24,8 +24,8 @@ import {
   rmSync,
   writeFileSync,
 } from "node:fs";
-import { basename, dirname, join, resolve } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { basename, dirname, join } from "node:path";
+import { pathToFileURL } from "node:url";
 import {
   type AssetArch,
   assertUnderLambdaLimit,
@@ -35,11 +35,10 @@ import {
   type PruneOptions,
   pruneAsset,
 } from "./prune-asset.js";
+import { infraModule, LOCK_ROOT } from "./sources.js";
 
 /** Packages installed into the asset instead of bundled (they must be in package.json `dependencies`). */
 export const NATIVE_MODULES = ["@lancedb/lancedb", "apache-arrow"] as const;
-
-const HERE = dirname(fileURLToPath(import.meta.url));
 
 /**
  * The environment of the `npm ci`: the Linux glibc build for `arch` whatever the host is (without
@@ -60,7 +59,7 @@ export function installEnvironment(arch: AssetArch): Record<string, string> {
 
 export interface NativeModulesOptions {
   readonly arch: AssetArch;
-  /** Directory with package.json and package-lock.json. @default this repository */
+  /** Directory with package.json, package-lock.json and stubs/. @default {@link LOCK_ROOT} */
   readonly projectRoot?: string;
   /** @default `<projectRoot>/node_modules/.cache/lance-fanout/native` */
   readonly cacheRoot?: string;
@@ -80,7 +79,7 @@ export interface NativeModulesOptions {
 export function installNativeModules(assetDir: string, options: NativeModulesOptions): boolean {
   const { arch } = options;
   const log = options.log ?? ((line: string) => process.stderr.write(`${line}\n`));
-  const root = options.projectRoot ?? resolve(HERE, "..");
+  const root = options.projectRoot ?? LOCK_ROOT;
   const lock = readFileSync(join(root, "package-lock.json"));
   const project = JSON.parse(readFileSync(join(root, "package.json"), "utf8")) as {
     dependencies?: Record<string, string>;
@@ -102,8 +101,8 @@ export function installNativeModules(assetDir: string, options: NativeModulesOpt
     .update(JSON.stringify(dependencies))
     .update(JSON.stringify(overrides))
     .update(arch)
-    .update(readFileSync(join(HERE, "prune-asset.ts")))
-    .update(readFileSync(join(HERE, "native-modules.ts")))
+    .update(readFileSync(infraModule("prune-asset")))
+    .update(readFileSync(infraModule("native-modules")))
     .digest("hex")
     .slice(0, 20);
   const cache = join(

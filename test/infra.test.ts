@@ -3,6 +3,7 @@
  * runtimes, architectures, environment, every IAM statement, the API and its authorizers, logs,
  * metrics, prop validation and context parsing. Assets are built by test/packaging/.
  */
+
 import {
   chmodSync,
   mkdirSync,
@@ -14,6 +15,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { App, Duration, Stack, Validations } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import { type Rule, Schedule } from "aws-cdk-lib/aws-events";
@@ -28,6 +30,7 @@ import { prepareRequests } from "../functions/common/events.js";
 import { fanoutBundling } from "../infra/bundling.js";
 import { CONTEXT_KEYS, settingsFromContext } from "../infra/context.js";
 import { DatasetAccess, parseDatasetPrefix, parseViewPrefix } from "../infra/dataset-access.js";
+import { LanceFanout } from "../infra/lance-fanout.js";
 import { LanceFanoutStack, type LanceFanoutStackProps } from "../infra/lance-fanout-stack.js";
 import { assertLancedbBuild, missingLancedbBuild } from "../infra/lancedb-builds.js";
 import { installEnvironment, installNativeModules } from "../infra/native-modules.js";
@@ -226,7 +229,7 @@ describe("functions", () => {
 
   test("every function gets the lance-fanout configuration; the planner also its targets and limits, gc what it keeps", () => {
     const { stack, template } = defaults;
-    const { planner, segmentSearch, merge, gc } = stack.functions;
+    const { planner, segmentSearch, merge, gc } = stack.fanout.functions;
     const common = {
       LANCE_FANOUT_S3_VIEW_PREFIX: "lance-fanout-views",
       LANCE_FANOUT_ALLOWED_DATASETS: DATASETS.join(","),
@@ -269,17 +272,21 @@ describe("functions", () => {
     });
     const env = (fn: NodejsFunction) =>
       template.toJSON().Resources[logicalId(stack, fn)].Properties.Environment.Variables;
-    expect(env(stack.functions.planner)).toMatchObject({
+    expect(env(stack.fanout.functions.planner)).toMatchObject({
       LANCE_FANOUT_COVERAGE: "require",
       LANCE_FANOUT_PREPARE_ENVIRONMENTS: "8",
       LANCE_FANOUT_MAX_TASKS: "32",
     });
-    expect(env(stack.functions.gc)).toMatchObject({
+    expect(env(stack.fanout.functions.gc)).toMatchObject({
       LANCE_FANOUT_MAX_TASKS: "32",
       LANCE_FANOUT_GC_KEEP_VERSIONS: "5",
       LANCE_FANOUT_GC_GRACE_MINUTES: "120",
     });
-    for (const fn of [stack.functions.segmentSearch, stack.functions.merge, stack.functions.gc]) {
+    for (const fn of [
+      stack.fanout.functions.segmentSearch,
+      stack.fanout.functions.merge,
+      stack.fanout.functions.gc,
+    ]) {
       expect(env(fn).LANCE_FANOUT_COVERAGE).toBeUndefined();
     }
   });
@@ -288,20 +295,23 @@ describe("functions", () => {
     const { stack, template } = defaults;
     const props = (fn: NodejsFunction) =>
       template.toJSON().Resources[logicalId(stack, fn)].Properties as Record<string, unknown>;
-    expect(props(stack.functions.planner)).toMatchObject({ MemorySize: 1024, Timeout: 29 });
-    expect(props(stack.functions.segmentSearch)).toMatchObject({ MemorySize: 2048, Timeout: 28 });
-    expect(props(stack.functions.merge)).toMatchObject({ MemorySize: 1024, Timeout: 28 });
-    expect(props(stack.functions.gc)).toMatchObject({ MemorySize: 1024, Timeout: 300 });
+    expect(props(stack.fanout.functions.planner)).toMatchObject({ MemorySize: 1024, Timeout: 29 });
+    expect(props(stack.fanout.functions.segmentSearch)).toMatchObject({
+      MemorySize: 2048,
+      Timeout: 28,
+    });
+    expect(props(stack.fanout.functions.merge)).toMatchObject({ MemorySize: 1024, Timeout: 28 });
+    expect(props(stack.fanout.functions.gc)).toMatchObject({ MemorySize: 1024, Timeout: 300 });
   });
 
   test("segment-search slots: one function per slot, the planner lists them all and may invoke each; they share a role, a log group and the reservation", () => {
-    const { stack, template } = synth({ segmentSearchSlots: 3 });
-    const slots = stack.functions.segmentSearchSlots;
+    const { stack, template } = synth({ segmentSearchSlots: 3, reserveConcurrency: true });
+    const slots = stack.fanout.functions.segmentSearchSlots;
     expect(slots).toHaveLength(3);
-    expect(slots[0]).toBe(stack.functions.segmentSearch);
+    expect(slots[0]).toBe(stack.fanout.functions.segmentSearch);
     const resource = (fn: NodejsFunction) =>
       template.toJSON().Resources[logicalId(stack, fn)].Properties;
-    const variables = resource(stack.functions.planner).Environment.Variables;
+    const variables = resource(stack.fanout.functions.planner).Environment.Variables;
     expect(variables.LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION).toEqual({
       "Fn::Join": [
         "",
@@ -317,7 +327,7 @@ describe("functions", () => {
         LoggingConfig: resource(slots[0] as NodejsFunction).LoggingConfig,
       });
     }
-    const invoke = statementsOf(stack, template, stack.functions.planner).find(
+    const invoke = statementsOf(stack, template, stack.fanout.functions.planner).find(
       (st) => st.Action === "lambda:InvokeFunction",
     );
     // Every slot and the merge.
@@ -337,14 +347,14 @@ describe("functions", () => {
     });
     const resource = (fn: NodejsFunction) =>
       template.toJSON().Resources[logicalId(stack, fn)].Properties;
-    expect(resource(stack.functions.segmentSearch)).toMatchObject({
+    expect(resource(stack.fanout.functions.segmentSearch)).toMatchObject({
       MemorySize: 3008,
       Timeout: 45,
       ReservedConcurrentExecutions: 66,
     });
     // Merge's default timeout follows the planner's, a second below it.
-    expect(resource(stack.functions.merge)).toMatchObject({ Timeout: 59 });
-    expect(resource(stack.functions.planner)).toMatchObject({
+    expect(resource(stack.fanout.functions.merge)).toMatchObject({ Timeout: 59 });
+    expect(resource(stack.fanout.functions.planner)).toMatchObject({
       Timeout: 60,
       ReservedConcurrentExecutions: 2,
       Environment: {
@@ -372,10 +382,10 @@ describe("functions", () => {
     template.resourceCountIs("AWS::Logs::LogGroup", 5); // four functions and the API
     template.allResourcesProperties("AWS::Logs::LogGroup", { RetentionInDays: 30 });
     for (const [fn, logGroup] of [
-      [stack.functions.planner, stack.functions.logGroups.planner],
-      [stack.functions.segmentSearch, stack.functions.logGroups.segmentSearch],
-      [stack.functions.merge, stack.functions.logGroups.merge],
-      [stack.functions.gc, stack.functions.logGroups.gc],
+      [stack.fanout.functions.planner, stack.fanout.functions.logGroups.planner],
+      [stack.fanout.functions.segmentSearch, stack.fanout.functions.logGroups.segmentSearch],
+      [stack.fanout.functions.merge, stack.fanout.functions.logGroups.merge],
+      [stack.fanout.functions.gc, stack.fanout.functions.logGroups.gc],
     ] as const) {
       expect(template.toJSON().Resources[logicalId(stack, fn)].Properties.LoggingConfig).toEqual({
         LogFormat: "JSON",
@@ -477,7 +487,7 @@ describe("IAM", () => {
 
   test("the planner reads the datasets and invokes exactly segment-search and merge", () => {
     const { stack, template } = defaults;
-    const { planner, segmentSearch, merge, logGroups } = stack.functions;
+    const { planner, segmentSearch, merge, logGroups } = stack.fanout.functions;
     expect(statementsOf(stack, template, planner)).toEqual([
       logsOf(stack, logGroups.planner),
       ...read,
@@ -498,16 +508,16 @@ describe("IAM", () => {
 
   test("merge only reads the datasets", () => {
     const { stack, template } = defaults;
-    expect(statementsOf(stack, template, stack.functions.merge)).toEqual([
-      logsOf(stack, stack.functions.logGroups.merge),
+    expect(statementsOf(stack, template, stack.fanout.functions.merge)).toEqual([
+      logsOf(stack, stack.fanout.functions.logGroups.merge),
       ...read,
     ]);
   });
 
   test("segment-search reads the datasets and writes views only under the view prefix of each bucket", () => {
     const { stack, template } = defaults;
-    expect(statementsOf(stack, template, stack.functions.segmentSearch)).toEqual([
-      logsOf(stack, stack.functions.logGroups.segmentSearch),
+    expect(statementsOf(stack, template, stack.fanout.functions.segmentSearch)).toEqual([
+      logsOf(stack, stack.fanout.functions.logGroups.segmentSearch),
       ...read,
       ...writeViews("acme-vectors"),
       ...writeViews("other-bucket"),
@@ -516,7 +526,11 @@ describe("IAM", () => {
 
   test("no function but segment-search may write to S3", () => {
     const { stack, template } = defaults;
-    for (const fn of [stack.functions.planner, stack.functions.merge, stack.functions.gc]) {
+    for (const fn of [
+      stack.fanout.functions.planner,
+      stack.fanout.functions.merge,
+      stack.fanout.functions.gc,
+    ]) {
       const actions = statementsOf(stack, template, fn).flatMap((s) => asArray(s.Action));
       expect(actions.filter((a) => a.startsWith("s3:"))).toEqual(
         expect.arrayContaining(["s3:GetObject", "s3:ListBucket"]),
@@ -537,8 +551,8 @@ describe("IAM", () => {
 
   test("gc reads the datasets, lists the view prefix and deletes only under it", () => {
     const { stack, template } = defaults;
-    expect(statementsOf(stack, template, stack.functions.gc)).toEqual([
-      logsOf(stack, stack.functions.logGroups.gc),
+    expect(statementsOf(stack, template, stack.fanout.functions.gc)).toEqual([
+      logsOf(stack, stack.fanout.functions.logGroups.gc),
       ...read,
       ...deleteViews("acme-vectors"),
       ...deleteViews("other-bucket"),
@@ -547,7 +561,7 @@ describe("IAM", () => {
 
   test("no role but gc's may delete anything, with any action", () => {
     const { stack, template } = synth({ prepareOnCommit: true, kmsKeyArns: [KMS_KEY] });
-    const gcRole = roleId(stack, stack.functions.gc);
+    const gcRole = roleId(stack, stack.fanout.functions.gc);
     const policies = Object.values(template.findResources("AWS::IAM::Policy"));
     expect(policies.length).toBeGreaterThanOrEqual(4);
     let gcDeletes = 0;
@@ -574,7 +588,7 @@ describe("IAM", () => {
 
   test("a custom view prefix moves the writable prefix", () => {
     const { stack, template } = synth({ viewPrefix: "/tmp/views/" });
-    const statements = statementsOf(stack, template, stack.functions.segmentSearch);
+    const statements = statementsOf(stack, template, stack.fanout.functions.segmentSearch);
     expect(statements).toContainEqual(
       expect.objectContaining({ Resource: "arn:aws:s3:::other-bucket/tmp/views/*" }),
     );
@@ -589,12 +603,12 @@ describe("IAM", () => {
         asArray(s.Action).some((a) => a.startsWith("kms:")),
       );
     const viaS3 = { StringEquals: { "kms:ViaService": "s3.eu-west-1.amazonaws.com" } };
-    for (const reader of [stack.functions.merge, stack.functions.gc]) {
+    for (const reader of [stack.fanout.functions.merge, stack.fanout.functions.gc]) {
       expect(kms(reader)).toEqual([
         { Effect: "Allow", Action: "kms:Decrypt", Resource: key, Condition: viaS3 },
       ]);
     }
-    const writer = kms(stack.functions.segmentSearch);
+    const writer = kms(stack.fanout.functions.segmentSearch);
     expect(new Set(writer.flatMap((s) => asArray(s.Action)))).toEqual(
       new Set(["kms:Decrypt", "kms:GenerateDataKey"]),
     );
@@ -625,7 +639,7 @@ describe("view upkeep (EventBridge)", () => {
     Id: expect.any(String),
     RetryPolicy: { MaximumRetryAttempts: 4, MaximumEventAgeInSeconds: 3600 },
     DeadLetterConfig: {
-      Arn: { "Fn::GetAtt": [logicalId(stack, stack.upkeep.deadLetters as Queue), "Arn"] },
+      Arn: { "Fn::GetAtt": [logicalId(stack, stack.fanout.upkeep.deadLetters as Queue), "Arn"] },
     },
   });
   /** An EventBridge wildcard as a regex: `*` is any run of characters, slashes included. */
@@ -639,14 +653,14 @@ describe("view upkeep (EventBridge)", () => {
         Description: expect.any(String),
         ScheduleExpression: "rate(1 hour)",
         State: "ENABLED",
-        Targets: [target(stack, stack.functions.gc)],
+        Targets: [target(stack, stack.fanout.functions.gc)],
       },
     ]);
     template.hasResourceProperties("AWS::Lambda::Permission", {
       Action: "lambda:InvokeFunction",
       Principal: "events.amazonaws.com",
-      FunctionName: fnArn(stack, stack.functions.gc),
-      SourceArn: { "Fn::GetAtt": [logicalId(stack, stack.upkeep.gcRule as Rule), "Arn"] },
+      FunctionName: fnArn(stack, stack.fanout.functions.gc),
+      SourceArn: { "Fn::GetAtt": [logicalId(stack, stack.fanout.upkeep.gcRule as Rule), "Arn"] },
     });
     // Nothing but API Gateway and the gc rule may invoke any function.
     const principals = Object.values(template.findResources("AWS::Lambda::Permission")).map(
@@ -663,8 +677,8 @@ describe("view upkeep (EventBridge)", () => {
     expect(queuePolicy).toContain('"aws:SecureTransport":"false"');
     expect(queuePolicy).toContain('"Service":"events.amazonaws.com"');
     expect(
-      template.toJSON().Resources[logicalId(stack, stack.functions.planner)].Properties.Environment
-        .Variables.LANCE_FANOUT_PREPARE_DATASETS,
+      template.toJSON().Resources[logicalId(stack, stack.fanout.functions.planner)].Properties
+        .Environment.Variables.LANCE_FANOUT_PREPARE_DATASETS,
     ).toBeUndefined();
   });
 
@@ -697,21 +711,21 @@ describe("view upkeep (EventBridge)", () => {
         expect.objectContaining({
           EventPattern: pattern("acme-vectors", ["datasets/", "more/"]),
           State: "ENABLED",
-          Targets: [target(stack, stack.functions.planner)],
+          Targets: [target(stack, stack.fanout.functions.planner)],
         }),
         expect.objectContaining({
           EventPattern: pattern("other-bucket", ["lance/"]),
-          Targets: [target(stack, stack.functions.planner)],
+          Targets: [target(stack, stack.fanout.functions.planner)],
         }),
       ]),
     );
     expect(rules(template).find((r) => r.ScheduleExpression)?.ScheduleExpression).toBe(
       "cron(0 3 * * ? *)",
     );
-    for (const rule of stack.upkeep.commitRules.values()) {
+    for (const rule of stack.fanout.upkeep.commitRules.values()) {
       template.hasResourceProperties("AWS::Lambda::Permission", {
         Principal: "events.amazonaws.com",
-        FunctionName: fnArn(stack, stack.functions.planner),
+        FunctionName: fnArn(stack, stack.fanout.functions.planner),
         SourceArn: { "Fn::GetAtt": [logicalId(stack, rule), "Arn"] },
       });
     }
@@ -758,18 +772,18 @@ describe("view upkeep (EventBridge)", () => {
       expect.arrayContaining([
         expect.objectContaining({
           ScheduleExpression: "rate(15 minutes)",
-          Targets: [target(stack, stack.functions.planner)],
+          Targets: [target(stack, stack.fanout.functions.planner)],
         }),
         expect.objectContaining({
           ScheduleExpression: "rate(1 hour)",
-          Targets: [target(stack, stack.functions.gc)],
+          Targets: [target(stack, stack.fanout.functions.gc)],
         }),
       ]),
     );
     expect(rules(template).some((r) => r.EventPattern)).toBe(false);
     expect(
-      template.toJSON().Resources[logicalId(stack, stack.functions.planner)].Properties.Environment
-        .Variables.LANCE_FANOUT_PREPARE_DATASETS,
+      template.toJSON().Resources[logicalId(stack, stack.fanout.functions.planner)].Properties
+        .Environment.Variables.LANCE_FANOUT_PREPARE_DATASETS,
     ).toBe(datasets.join(","));
     // The schedule's event is one the planner reads as a prepare of those datasets.
     const scheduled = { source: "aws.events", "detail-type": "Scheduled Event", detail: {} };
@@ -812,7 +826,7 @@ describe("HTTP API", () => {
     template.hasResourceProperties("AWS::ApiGatewayV2::Integration", {
       IntegrationType: "AWS_PROXY",
       PayloadFormatVersion: "2.0",
-      IntegrationUri: { "Fn::GetAtt": [logicalId(stack, stack.functions.planner), "Arn"] },
+      IntegrationUri: { "Fn::GetAtt": [logicalId(stack, stack.fanout.functions.planner), "Arn"] },
     });
     template.resourceCountIs("AWS::ApiGatewayV2::Authorizer", 0);
     // Only API Gateway may invoke the planner, and only through POST /search (any stage).
@@ -825,7 +839,7 @@ describe("HTTP API", () => {
       {
         Action: "lambda:InvokeFunction",
         Principal: "apigateway.amazonaws.com",
-        FunctionName: { "Fn::GetAtt": [logicalId(stack, stack.functions.planner), "Arn"] },
+        FunctionName: { "Fn::GetAtt": [logicalId(stack, stack.fanout.functions.planner), "Arn"] },
         SourceArn: {
           "Fn::Join": [
             "",
@@ -835,7 +849,7 @@ describe("HTTP API", () => {
               ":execute-api:eu-west-1:",
               { Ref: "AWS::AccountId" },
               ":",
-              { Ref: logicalId(stack, stack.api.api) },
+              { Ref: logicalId(stack, stack.fanout.api.api) },
               "/*/POST/search",
             ],
           ],
@@ -853,7 +867,7 @@ describe("HTTP API", () => {
       AutoDeploy: true,
       DefaultRouteSettings: { ThrottlingRateLimit: 20, ThrottlingBurstLimit: 40 },
       AccessLogSettings: {
-        DestinationArn: { "Fn::GetAtt": [logicalId(stack, stack.api.accessLogs), "Arn"] },
+        DestinationArn: { "Fn::GetAtt": [logicalId(stack, stack.fanout.api.accessLogs), "Arn"] },
       },
     });
     const format = JSON.parse(stage[0]?.Properties.AccessLogSettings.Format);
@@ -898,7 +912,7 @@ describe("HTTP API", () => {
       "UpkeepDeadLetterQueueUrl",
     ]);
     expect(outputs.PlannerFunctionName?.Value).toEqual({
-      Ref: logicalId(stack, stack.functions.planner),
+      Ref: logicalId(stack, stack.fanout.functions.planner),
     });
     expect(JSON.stringify(outputs.SearchUrl?.Value)).toMatch(/\/search"\]\]\}$/);
     expect(outputs.MetricsNamespace?.Value).toBe("LanceFanout/Test");
@@ -929,7 +943,7 @@ describe("metrics", () => {
     );
     expect(filters).toContainEqual(
       expect.objectContaining({
-        LogGroupName: { Ref: logicalId(stack, stack.functions.logGroups.planner) },
+        LogGroupName: { Ref: logicalId(stack, stack.fanout.functions.logGroups.planner) },
         FilterPattern: '{ ($.fn = "planner") && ($.tasks >= 0) }',
         MetricTransformations: [
           expect.objectContaining({
@@ -946,13 +960,39 @@ describe("metrics", () => {
   });
 });
 
+describe("the LanceFanout construct in an app of one's own", () => {
+  test("two in one stack of a user's app: each with its functions, API and grants; no outputs", () => {
+    const app = new App({ context: { ...CDK_JSON.context, "aws:cdk:bundling-stacks": [] } });
+    const stack = new Stack(app, "Mine", { env: { region: "eu-west-1" } });
+    const first = new LanceFanout(stack, "Search", { datasets: ["s3://acme-vectors/a/"] });
+    const second = new LanceFanout(stack, "Other", {
+      datasets: ["s3://other-bucket/b/"],
+      segmentSearchSlots: 2,
+    });
+    const template = Template.fromStack(stack);
+    // Planner, segment-search (one and two slots), merge and gc of each.
+    template.resourceCountIs("AWS::Lambda::Function", 4 + 5);
+    template.resourceCountIs("AWS::ApiGatewayV2::Api", 2);
+    expect(Object.keys(template.findOutputs("*"))).toEqual([]);
+    expect(first.functions.planner.node.path).toBe("Mine/Search/Functions/Planner");
+    expect(second.functions.segmentSearchSlots).toHaveLength(2);
+    const reads = (fanout: LanceFanout) =>
+      JSON.stringify(statementsOf(stack, template, fanout.functions.planner));
+    expect(reads(first)).toContain("acme-vectors");
+    expect(reads(first)).not.toContain("other-bucket");
+    expect(() => new LanceFanout(stack, "None", { datasets: [] })).toThrow(
+      /No dataset prefixes.*datasets prop of LanceFanout/,
+    );
+  });
+});
+
 describe("concurrency and deadlines", () => {
   /** What the template says: the stage's burst, the planner's maxTasks and deadline, each function's reservation and timeout. */
   function limits({ stack, template }: { stack: LanceFanoutStack; template: Template }) {
     const properties = (fn: NodejsFunction) =>
       template.toJSON().Resources[logicalId(stack, fn)].Properties;
     const [stage] = Object.values(template.findResources("AWS::ApiGatewayV2::Stage"));
-    const { planner, segmentSearch, merge, gc } = stack.functions;
+    const { planner, segmentSearch, merge, gc } = stack.fanout.functions;
     const each = <T>(f: (fn: NodejsFunction) => T) => ({
       planner: f(planner),
       segmentSearch: f(segmentSearch),
@@ -982,15 +1022,24 @@ describe("concurrency and deadlines", () => {
     expect(total).toBeLessThanOrEqual(accountConcurrency - 100);
   }
 
-  test("by default the reservations cover the API's burst at maxTasks + 1 tasks each, within a 1,000 account", () => {
-    const l = limits(defaults);
+  test("by default nothing is reserved: the functions share the account's unreserved pool", () => {
+    const none = { planner: undefined, segmentSearch: undefined, merge: undefined, gc: undefined };
+    expect(limits(defaults).reserved).toEqual(none);
+    // Nor when only the budget for reservations is given.
+    expect(limits(synth({ accountConcurrency: 5000 })).reserved).toEqual(none);
+  });
+
+  test("asked, the reservations cover the API's burst at maxTasks + 1 tasks each, within a 1,000 account", () => {
+    const l = limits(synth({ reserveConcurrency: true }));
     expect(l).toMatchObject({ burst: 40, maxTasks: 16 });
     expect(l.reserved).toEqual({ planner: 40, segmentSearch: 680, merge: 40, gc: 1 });
     expectConsistent(l);
   });
 
   test("the reservations follow the burst and maxTasks", () => {
-    const l = limits(synth({ throttle: { rateLimit: 5, burstLimit: 10 }, maxTasks: 8 }));
+    const l = limits(
+      synth({ reserveConcurrency: true, throttle: { rateLimit: 5, burstLimit: 10 }, maxTasks: 8 }),
+    );
     expect(l.reserved).toEqual({ planner: 10, segmentSearch: 90, merge: 10, gc: 1 });
     expectConsistent(l);
   });
@@ -1010,12 +1059,18 @@ describe("concurrency and deadlines", () => {
 
   test.each([
     [
-      { maxTasks: 32 },
+      { reserveConcurrency: true, maxTasks: 32 },
       /would reserve 1401 concurrent executions \(planner 40 \+ segment-search 1320 \+ merge 40 \+ gc 1\), over the 900 that accountConcurrency 1000 allows \(Lambda keeps 100 unreserved\).*throttleBurstLimit=25/,
     ],
-    [{ accountConcurrency: 500 }, /would reserve 761 .* over the 400 that accountConcurrency 500/],
-    [{ accountConcurrency: 100 }, /accountConcurrency \(100\) leaves nothing to reserve/],
-    [{ accountConcurrency: 0 }, /accountConcurrency to be an integer/],
+    [
+      { reserveConcurrency: true, accountConcurrency: 500 },
+      /would reserve 761 .* over the 400 that accountConcurrency 500/,
+    ],
+    [
+      { reserveConcurrency: true, accountConcurrency: 100 },
+      /accountConcurrency \(100\) leaves nothing to reserve/,
+    ],
+    [{ reserveConcurrency: true, accountConcurrency: 0 }, /accountConcurrency to be an integer/],
     [
       { throttle: { burstLimit: 50 }, planner: { reservedConcurrency: 40 } },
       /throttle burst \(throttleBurstLimit, 50\) is above planner.reservedConcurrency \(40\)/,
@@ -1119,11 +1174,11 @@ describe("cdk-nag (AwsSolutions)", () => {
       if (id.startsWith("AwsSolutions-IAM5")) {
         const [, arn] = /^AwsSolutions-IAM5\[Resource::arn:aws:s3:::(.+)\]$/.exec(id) ?? [];
         expect(objects, id).toContain(arn);
-        expect(path, id).toMatch(/^Test\/Functions\/(Planner|SegmentSearch|Merge|Gc)Role$/);
+        expect(path, id).toMatch(/^Test\/Fanout\/Functions\/(Planner|SegmentSearch|Merge|Gc)Role$/);
       } else {
         expect({ id, path }).toEqual({
           id: "AwsSolutions-SQS3",
-          path: "Test/ViewUpkeep/DeadLetters",
+          path: "Test/Fanout/ViewUpkeep/DeadLetters",
         });
       }
     }
@@ -1132,7 +1187,7 @@ describe("cdk-nag (AwsSolutions)", () => {
       `AwsSolutions-IAM5[Resource::arn:aws:s3:::${bucket}/lance-fanout-views/*]`;
     const on = (role: string) =>
       found
-        .filter((a) => a.path === `Test/Functions/${role}Role`)
+        .filter((a) => a.path === `Test/Fanout/Functions/${role}Role`)
         .map((a) => a.id)
         .sort();
     const reads = ["acme-vectors/datasets/*", "acme-vectors/more/*", "other-bucket/lance/*"].map(
@@ -1148,7 +1203,7 @@ describe("cdk-nag (AwsSolutions)", () => {
 
   test("a wildcard nobody acknowledged is still found, also one acknowledged on another role", () => {
     const { stack } = synth();
-    stack.functions.planner.addToRolePolicy(
+    stack.fanout.functions.planner.addToRolePolicy(
       new PolicyStatement({
         actions: ["s3:GetObject"],
         resources: [
@@ -1158,8 +1213,8 @@ describe("cdk-nag (AwsSolutions)", () => {
       }),
     );
     expect(findings(stack)).toEqual([
-      "AwsSolutions-IAM5[Resource::arn:aws:s3:::acme-vectors/*] at Test/Functions/PlannerRole/DefaultPolicy/Resource",
-      "AwsSolutions-IAM5[Resource::arn:aws:s3:::acme-vectors/lance-fanout-views/*] at Test/Functions/PlannerRole/DefaultPolicy/Resource",
+      "AwsSolutions-IAM5[Resource::arn:aws:s3:::acme-vectors/*] at Test/Fanout/Functions/PlannerRole/DefaultPolicy/Resource",
+      "AwsSolutions-IAM5[Resource::arn:aws:s3:::acme-vectors/lance-fanout-views/*] at Test/Fanout/Functions/PlannerRole/DefaultPolicy/Resource",
     ]);
   });
 });
@@ -1210,7 +1265,7 @@ describe("validation", () => {
     [{ gcGrace: Duration.seconds(1000) }, /Expected gcGrace to be whole minutes/],
     [{ gcKeepVersions: 0 }, /gcKeepVersions to be an integer 1..1000/],
     [
-      { prepareEnvironments: 100, maxTasks: 1 },
+      { prepareEnvironments: 100, maxTasks: 1, reserveConcurrency: true },
       /prepareEnvironments \(100\) exceeds the segment-search reservation \(80\)/,
     ],
     [{ gc: { timeout: Duration.minutes(16) } }, /gc.timeout to be 1..900 seconds/],
@@ -1340,8 +1395,8 @@ describe("context", () => {
       prepareOnCommit: "true",
       gcSchedule: "off",
     });
-    expect([...stack.upkeep.commitRules.keys()]).toEqual(["acme-vectors", "other-bucket"]);
-    expect(stack.upkeep.gcRule).toBeUndefined();
+    expect([...stack.fanout.upkeep.commitRules.keys()]).toEqual(["acme-vectors", "other-bucket"]);
+    expect(stack.fanout.upkeep.gcRule).toBeUndefined();
     Template.fromStack(stack).resourceCountIs("AWS::Events::Rule", 2);
   });
 
@@ -1364,10 +1419,9 @@ describe("context", () => {
     expect(settingsFromContext({ accountConcurrency: "3000" }, {}).props.accountConcurrency).toBe(
       3000,
     );
-    expect(() => synthContext({ datasets, maxTasks: "32" })).toThrow(
-      /over the 900 that accountConcurrency 1000 allows/,
-    );
-    const stack = synthContext({ datasets, maxTasks: "32", accountConcurrency: "3000" });
+    const reserve = { datasets, reserveConcurrency: "true", maxTasks: "32" };
+    expect(() => synthContext(reserve)).toThrow(/over the 900 that accountConcurrency 1000 allows/);
+    const stack = synthContext({ ...reserve, accountConcurrency: "3000" });
     Template.fromStack(stack).hasResourceProperties("AWS::Lambda::Function", {
       ReservedConcurrentExecutions: 40 * 33,
     });
@@ -1451,7 +1505,7 @@ describe("bundling", () => {
     expect(x64.externalModules).toEqual(["@lancedb/lancedb", "apache-arrow"]);
     expect(x64.nodeModules).toBeUndefined();
     expect(x64.commandHooks?.afterBundling("/src", "/out")).toEqual([
-      "node --import tsx '/src/infra/native-modules.ts' '/out' x64",
+      `node --import tsx '${fileURLToPath(new URL("../infra/native-modules.ts", import.meta.url))}' '/out' x64`,
     ]);
   });
 

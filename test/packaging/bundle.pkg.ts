@@ -150,7 +150,7 @@ async function readSynth(
     const found = resources.find(
       ([, r]) =>
         r.Type === "AWS::Lambda::Function" &&
-        r.Metadata?.["aws:cdk:path"] === `${STACK}/Functions/${id}/Resource`,
+        r.Metadata?.["aws:cdk:path"] === `${STACK}/Fanout/Functions/${id}/Resource`,
     );
     if (!found) throw new Error(`no ${id} function in the template`);
     const [logicalId, fn] = found;
