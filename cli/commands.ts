@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { InvokeCommand, LambdaClient } from "@aws-sdk/client-lambda";
 import { readInvokeOutput } from "../functions/common/invoke-output.js";
 import { ensureDemoDataset } from "../local/demo-dataset.js";
-import { exampleSearch, prepareDemo } from "../local/demo-stack.js";
+import { DEMO_STACK, exampleSearch, prepareDemo, type TimedSearch } from "../local/demo-stack.js";
 import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, localEnv, startStack } from "../local/stack.js";
 import { loadConfig } from "../shared/config.js";
@@ -17,6 +17,7 @@ import { FanoutError, fromErrorBody, isErrorBody } from "../shared/errors.js";
 import {
   createRuntime,
   gc,
+  type PlanResponse,
   planSearch,
   prepare,
   type SearchRequest,
@@ -67,6 +68,7 @@ export async function serveCommand(o: {
   rows: number;
   freeze: boolean;
   logFile?: string;
+  s3LatencyMs: number;
 }): Promise<void> {
   const ports = loadConfig().localStack;
   await claimPidFile(o.dataDir);
@@ -81,6 +83,7 @@ export async function serveCommand(o: {
     lambdaPort: o.lambdaPort ?? ports.lambda,
     starting: "starting the local stack",
     freeze: o.freeze,
+    ...DEMO_STACK,
   }).catch(async (err: unknown) => {
     await rm(join(o.dataDir, "fanout.pid"), { force: true });
     const busy = (err as NodeJS.ErrnoException).code === "EADDRINUSE";
@@ -97,27 +100,42 @@ export async function serveCommand(o: {
   };
   process.once("SIGINT", stop);
   process.once("SIGTERM", stop);
-  const { demo, warmUpMs } = await prepareDemo(stack, {
+  const { demo, warmUpMs, comparison } = await prepareDemo(stack, {
     rows: o.rows,
+    s3LatencyMs: o.s3LatencyMs,
     progress: (line) => console.log(`demo dataset: ${line}`),
   });
   console.log(`warm-up search (segment views ready) in ${warmUpMs} ms`);
+  const { auto, oneTask } = comparison;
   const example = exampleSearch(demo.uri);
   console.log(`
 lance-fanout local stack
   HTTP API       ${stack.api.url}  (POST /search, GET /health)
   Lambda invoke  ${stack.lambda.endpoint}  (${Object.values(FUNCTIONS).join(", ")})
                  idle workers ${stack.lambda.freeze ? "frozen between invocations, as on Lambda (--no-freeze: left running)" : "left running (--no-freeze)"}
-  S3             ${stack.s3.endpoint}  (bucket ${stack.bucket}, credentials S3RVER/S3RVER)
+  S3             ${stack.s3.endpoint}  (bucket ${stack.bucket}, credentials S3RVER/S3RVER, first byte after ${stack.s3.latencyMs} ms: --s3-latency-ms)
+  segment-search ${DEMO_STACK.segmentSearchSlots} slots, index cache ${stack.env.LANCE_FANOUT_TASK_INDEX_CACHE_MB} MiB each (LANCE_FANOUT_INDEX_CACHE_MB, LANCE_FANOUT_TASK_INDEX_CACHE_MB)
   function logs  ${functionLog ? `${logFile}  (--log-file - prints them here)` : "this terminal"}
   allow-list     ${stack.env.LANCE_FANOUT_ALLOWED_DATASETS ?? "none: every dataset"}  (LANCE_FANOUT_ALLOWED_DATASETS)
   demo dataset   ${demo.uri}  (${demo.rows} rows, ${demo.segments} index segments)
+
+The search below, warm: auto ran ${tasks(auto)} in ${ms(auto)}; one task (strategy "single") ${ms(oneTask)}.
+  ${auto.ms < oneTask.ms ? `Fan-out answers ${(oneTask.ms / auto.ms).toFixed(1)}x faster here.` : "Fan-out does not pay here."} Why auto chose its plan:
+  ${auto.reason}
 
 Try a filtered search:
   curl -s ${stack.api.url}/search -H 'content-type: application/json' \\
     -d '${JSON.stringify(example)}'
 
 Ctrl-C stops everything.`);
+}
+
+function tasks(search: TimedSearch): string {
+  return `${search.tasks} task${search.tasks === 1 ? "" : "s"}`;
+}
+
+function ms(search: TimedSearch): string {
+  return `${search.ms.toLocaleString("en-US")} ms`;
 }
 
 /** One stack per data directory: a second `npm start` fails clearly instead of racing. */
@@ -158,18 +176,31 @@ export async function searchCommand(
   console.log(formatRows(response.results, format));
 }
 
-async function searchVia(
-  via: Via,
-  request: SearchRequest,
-  o: { url?: string; function: string },
-): Promise<SearchResponse> {
-  if (via === "local") return vectorSearch(request);
+interface Remote {
+  url?: string;
+  function: string;
+}
+
+async function searchVia(via: Via, request: SearchRequest, o: Remote): Promise<SearchResponse> {
+  return via === "local"
+    ? vectorSearch(request)
+    : (remote(via, request, o) as Promise<SearchResponse>);
+}
+
+/** The plan as the planner of `via` makes it: through the stack, with the stack's slots and caches. */
+async function planVia(via: Via, request: SearchRequest, o: Remote): Promise<PlanResponse> {
+  return via === "local"
+    ? planSearch(request)
+    : (remote(via, { ...request, explain: true }, o) as Promise<PlanResponse>);
+}
+
+async function remote(via: "http" | "lambda", request: SearchRequest, o: Remote): Promise<unknown> {
   const body =
     via === "http"
       ? await postSearch(o.url ?? `http://127.0.0.1:${loadConfig().localStack.http}`, request)
       : await invokeFunction(o.function, request);
   if (isErrorBody(body)) throw fromErrorBody(body);
-  return body as SearchResponse;
+  return body;
 }
 
 async function postSearch(url: string, request: SearchRequest): Promise<unknown> {
@@ -219,8 +250,10 @@ function causeOf(err: unknown): string {
   return inner instanceof Error ? inner.message : String(inner);
 }
 
-export async function planCommand(o: RequestOptions & { format: Format }): Promise<void> {
-  const plan = await planSearch(await toRequest(o));
+export async function planCommand(
+  o: RequestOptions & Remote & { via: Via; format: Format },
+): Promise<void> {
+  const plan = await planVia(o.via, await toRequest(o), o);
   if (o.format === "json") {
     console.log(JSON.stringify(plan, null, 2));
     return;
@@ -248,6 +281,7 @@ export async function planCommand(o: RequestOptions & { format: Format }): Promi
   );
   console.log(formatRows(groups, "table"));
   console.log(`balance (max cost / mean cost): ${(Math.max(...costs) / mean).toFixed(2)}`);
+  console.log(`why: ${plan.plan.reason}`);
 }
 
 /** Builds a version's views before its first query: in this process, or through the planner. */

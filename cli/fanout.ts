@@ -5,6 +5,7 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
+import { DEMO_S3_LATENCY_MS } from "../local/demo-stack.js";
 import { toFanoutError } from "../shared/errors.js";
 import {
   gcCommand,
@@ -18,7 +19,7 @@ import {
 import { FORMATS } from "./output.js";
 import { wholeNumber } from "./positive-integer.js";
 
-/** The package's version: package.json is one folder up from the source, two from `dist/cli`. */
+/** The version: the workspace's package.json one folder up from the source, lance-fanout-cli's two up from `dist/cli`. */
 function packageVersion(): string {
   const file = ["../package.json", "../../package.json"]
     .map((path) => new URL(path, import.meta.url))
@@ -54,6 +55,12 @@ program
   .option("--rows <n>", "rows of the demo dataset", wholeNumber, 200_000)
   .option("--no-freeze", "keep idle function workers running (Lambda freezes them)")
   .option(
+    "--s3-latency-ms <n>",
+    "the local S3's first-byte delay once the demo is built, as S3's (0: none)",
+    wholeNumber,
+    DEMO_S3_LATENCY_MS,
+  )
+  .option(
     "--log-file <path>",
     "where the functions' log lines go, - for this terminal (default: <data-dir>/functions.log)",
   )
@@ -81,19 +88,30 @@ const requestOptions = (command: Command) =>
         .default("table"),
     );
 
-requestOptions(program.command("search").description("run a search and print the results"))
-  .addOption(
-    new Option("--via <mode>", "in-process, the HTTP API, or a direct invoke of the planner")
-      .choices(["local", "http", "lambda"])
-      .default("local"),
-  )
-  .option("--url <url>", "HTTP API base URL (--via http; default http://127.0.0.1:$PORT, 3000)")
-  .option("--function <name>", "planner function name (--via lambda)", "lance-fanout-planner")
+/** Where a search or plan runs: in this process, or through the stack's planner. */
+function viaOptions(command: Command): Command {
+  return command
+    .addOption(
+      new Option("--via <mode>", "in-process, the HTTP API, or a direct invoke of the planner")
+        .choices(["local", "http", "lambda"])
+        .default("local"),
+    )
+    .option("--url <url>", "HTTP API base URL (--via http; default http://127.0.0.1:$PORT, 3000)")
+    .option("--function <name>", "planner function name (--via lambda)", "lance-fanout-planner");
+}
+
+viaOptions(
+  requestOptions(program.command("search").description("run a search and print the results")),
+)
   .option("--json", "print the whole response as JSON (--format json)")
   .action(searchCommand);
 
-requestOptions(
-  program.command("plan").description("show segments, groups, rows per group and balance"),
+viaOptions(
+  requestOptions(
+    program
+      .command("plan")
+      .description("show segments, groups, rows per group, balance, and why auto chose the plan"),
+  ),
 ).action(planCommand);
 
 program

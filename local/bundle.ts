@@ -9,9 +9,16 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 
 const HERE = fileURLToPath(import.meta.url);
-/** The sources (under tsx) or the build (`dist/`, for the `fanout` bin): same layout either way. */
+/** The sources (under tsx) or the `lance-fanout-cli` package's `dist/`: same layout either way. */
 const ROOT = resolve(HERE, "../..");
 const EXT = extname(HERE);
+
+/** A function's handler: its source here, the `lance-fanout` package's build once built. */
+function handlerEntry(dir: string): string {
+  return EXT === ".ts"
+    ? join(ROOT, "functions", dir, "handler.ts")
+    : fileURLToPath(import.meta.resolve(`lance-fanout/functions/${dir}/handler.js`));
+}
 
 export interface FunctionBundles {
   readonly worker: string;
@@ -22,18 +29,19 @@ export interface FunctionBundles {
 }
 
 /**
- * Writes the bundles under `node_modules/.cache/lance-fanout`, where Node resolves the native
- * lancedb package (left external, like in the Lambda asset) from the repository's node_modules.
+ * Writes the bundles under `node_modules/.cache/lance-fanout` below ROOT, where Node resolves the
+ * native lancedb package (left external, like in the Lambda asset) from the enclosing
+ * node_modules: the repository's, or the project's that installed the command.
  */
 export async function bundleFunctions(): Promise<FunctionBundles> {
   const outdir = join(ROOT, "node_modules", ".cache", "lance-fanout", "functions");
   await mkdir(outdir, { recursive: true });
   const entryPoints = {
     worker: join(ROOT, "local", `worker${EXT}`),
-    planner: join(ROOT, "functions", "planner", `handler${EXT}`),
-    "segment-search": join(ROOT, "functions", "segment-search", `handler${EXT}`),
-    merge: join(ROOT, "functions", "merge", `handler${EXT}`),
-    gc: join(ROOT, "functions", "gc", `handler${EXT}`),
+    planner: handlerEntry("planner"),
+    "segment-search": handlerEntry("segment-search"),
+    merge: handlerEntry("merge"),
+    gc: handlerEntry("gc"),
   };
   await build({
     entryPoints,

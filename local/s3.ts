@@ -31,7 +31,7 @@ export interface LocalS3Options {
   readonly port?: number;
   /** Buckets to create at start; buckets that already exist in `directory` are kept. */
   readonly buckets?: readonly string[];
-  /** optional fault/latency injection used by benchmarks and fault tests */
+  /** First-byte delay of every request, in ms (see {@link LocalS3.setLatency}). @default 0 */
   readonly latencyMs?: number;
 }
 
@@ -48,6 +48,14 @@ export interface LocalS3 {
    * cleared with `undefined`.
    */
   injectFault(fault: Fault | undefined): void;
+  /**
+   * Delays every request's first byte by `ms` from now on, as S3's own first-byte latency (tens
+   * of ms for a small GET) would; 0 for none.
+   * @throws RangeError for a negative or non-finite `ms`.
+   */
+  setLatency(ms: number): void;
+  /** The current first-byte delay, in ms. */
+  readonly latencyMs: number;
   /**
    * `METHOD /path?query` of each request answered with the current fault, and for DeleteObjects
    * the keys it asked to delete (` key1 key2`).
@@ -89,9 +97,7 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
     throw new RangeError(`startLocalS3: port must be an integer in 0..65535, got ${port}`);
   }
-  if (!Number.isFinite(latencyMs) || latencyMs < 0) {
-    throw new RangeError(`startLocalS3: latencyMs must be a finite number >= 0, got ${latencyMs}`);
-  }
+  checkLatency(latencyMs);
   for (const name of buckets) {
     if (!BUCKET_NAME.test(name) || name.includes("..")) {
       throw new TypeError(`startLocalS3: invalid bucket name ${JSON.stringify(name)}`);
@@ -114,7 +120,11 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
   useS3Listing();
   // Koa composes `middleware` when `run()` listens, so entries added now run for every request.
   server.middleware.unshift(conditionalWrites(server.store));
-  if (latencyMs > 0) server.middleware.unshift(firstByteDelay(latencyMs));
+  let latency = latencyMs;
+  server.middleware.unshift(async (_ctx, next) => {
+    if (latency > 0) await sleep(latency);
+    await next();
+  });
   let fault: Fault | undefined;
   const faulted: string[] = [];
   server.middleware.unshift(async (ctx, next) => {
@@ -155,6 +165,13 @@ export async function startLocalS3(options: LocalS3Options): Promise<LocalS3> {
     },
     get faulted() {
       return [...faulted];
+    },
+    setLatency(ms) {
+      checkLatency(ms);
+      latency = ms;
+    },
+    get latencyMs() {
+      return latency;
     },
     stop() {
       stopped ??= new Promise<void>((resolve, reject) => {
@@ -407,11 +424,10 @@ class KeyedMutex {
 // ---------------------------------------------------------------------------------------------
 // Latency injection
 
-function firstByteDelay(latencyMs: number): S3rver.Middleware {
-  return async (_ctx, next) => {
-    await sleep(latencyMs);
-    await next();
-  };
+function checkLatency(ms: number): void {
+  if (!Number.isFinite(ms) || ms < 0) {
+    throw new RangeError(`local S3: latency must be a finite number of ms >= 0, got ${ms}`);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

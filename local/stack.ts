@@ -52,6 +52,12 @@ export interface StackOptions {
    */
   readonly segmentSearchSlots?: number;
   /**
+   * Index cache of each segment-search worker in MiB (its `LANCE_FANOUT_INDEX_CACHE_MB`), and
+   * what the planner's cost model is told it is (`LANCE_FANOUT_TASK_INDEX_CACHE_MB`); the user's
+   * settings of either win. @default half the segment-search's memory, as on Lambda
+   */
+  readonly indexCacheMb?: number;
+  /**
    * The user's environment: every `LANCE_FANOUT_*` variable set in it reaches the functions
    * over the stack's own defaults (see {@link userSettings}). @default process.env
    */
@@ -106,9 +112,15 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       // Every worker a task may land in: prepare loads a typical query's views into all of them.
       LANCE_FANOUT_PREPARE_ENVIRONMENTS: String(segmentSearchConcurrency * slots.length),
       // Each segment-search worker's index cache, as the deployed memory size gives it.
-      LANCE_FANOUT_TASK_INDEX_CACHE_MB: String(FUNCTION_DEFAULTS.segmentSearch.memorySize / 2),
+      LANCE_FANOUT_TASK_INDEX_CACHE_MB: String(
+        options.indexCacheMb ?? FUNCTION_DEFAULTS.segmentSearch.memorySize / 2,
+      ),
       ...userSettings(options.userEnv ?? process.env),
     };
+    const segmentSearchEnv: Record<string, string> =
+      options.indexCacheMb === undefined || "LANCE_FANOUT_INDEX_CACHE_MB" in env
+        ? {}
+        : { LANCE_FANOUT_INDEX_CACHE_MB: String(options.indexCacheMb) };
     const bundles = await bundleFunctions();
     // Memory sizes and timeouts are the deployed ones (functions/defaults.ts).
     const fn = (
@@ -116,12 +128,14 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       module: string,
       concurrency: number,
       size: { readonly memorySize: number; readonly timeoutSeconds: number },
+      fnEnv: Readonly<Record<string, string>> = {},
     ) => ({
       name,
       module,
       concurrency,
       memorySize: size.memorySize,
       timeoutMs: options.timeoutMs ?? size.timeoutSeconds * 1000,
+      env: fnEnv,
     });
     const lambda = await startLocalLambda({
       port: lambdaPort,
@@ -137,6 +151,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
             bundles.segmentSearch,
             segmentSearchConcurrency,
             FUNCTION_DEFAULTS.segmentSearch,
+            segmentSearchEnv,
           ),
         ),
         fn(FUNCTIONS.merge, bundles.merge, limits.merge ?? 4, FUNCTION_DEFAULTS.merge),

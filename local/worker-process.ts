@@ -18,8 +18,13 @@ import {
   type WorkerMessage,
 } from "./worker-protocol.js";
 
-/** tsx's loader resolved from here, so workers load TypeScript whatever their cwd. */
-const TSX_LOADER = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+/**
+ * tsx's loader resolved from here, so workers load TypeScript whatever their cwd; only asked for
+ * by a TypeScript entry (the sources' tests): the built command forks JavaScript, without tsx.
+ */
+function tsxLoader(): string {
+  return pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+}
 /** How long an answered invocation waits for the rest of its output on the pipes. */
 const OUTPUT_GRACE_MS = 1_000;
 /** Lambda's `X-Amz-Log-Result` holds the last 4 KB; a little more is kept of the output. */
@@ -85,7 +90,7 @@ export class WorkerProcess {
       env,
       execPath: program,
       // Bundled JavaScript starts in half the time of TypeScript under tsx.
-      execArgv: [...args, ...(typescript ? ["--import", TSX_LOADER] : [])],
+      execArgv: [...args, ...(typescript ? ["--import", tsxLoader()] : [])],
       // Structured clone passes the JSON texts as they are, instead of JSON-escaping them again.
       serialization: "advanced",
       // Piped, so each invocation's output can be told apart for its log.

@@ -86,7 +86,16 @@ const planResponse = (withResults: boolean) => ({
     },
     plan: {
       type: "object",
-      required: ["strategy", "tasks", "queryChunks", "estimatedMs", "refine", "groups"],
+      required: [
+        "strategy",
+        "tasks",
+        "queryChunks",
+        "estimatedMs",
+        "refine",
+        "reason",
+        "considered",
+        "groups",
+      ],
       additionalProperties: false,
       properties: {
         strategy: { enum: STRATEGIES.filter((s) => s !== "auto") },
@@ -96,6 +105,26 @@ const planResponse = (withResults: boolean) => ({
         refine: {
           enum: ["task", "merge", "none"],
           description: "where index candidates get exact distances (see Refine)",
+        },
+        reason: {
+          type: "string",
+          description:
+            "why the plan has this shape, in words: the index's bytes against one segment-search's cache, the segments, the slots, the estimate of each plan weighed",
+        },
+        considered: {
+          type: "array",
+          description: "every plan the cost model weighed (one for a fixed strategy)",
+          items: {
+            type: "object",
+            required: ["strategy", "groups", "queryChunks", "estimatedMs"],
+            additionalProperties: false,
+            properties: {
+              strategy: { enum: STRATEGIES.filter((s) => s !== "auto") },
+              groups: { type: "integer", minimum: 1 },
+              queryChunks: { type: "integer", minimum: 1 },
+              estimatedMs: { type: "number" },
+            },
+          },
         },
         groups: { type: "array", items: group(withResults) },
       },

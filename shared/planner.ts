@@ -1,6 +1,6 @@
 /**
  * The planner: pins a version, reads it as Lance does, chooses the index, checks the request against
- * the schema, and splits the work into segment groups x query chunks.
+ * the schema, and splits the work into groups x query chunks.
  * @module
  */
 import { encodeVectors } from "./codec.js";
@@ -9,9 +9,11 @@ import { type Group, groupFragments, groupSegments, segmentCost } from "./groupi
 import { chooseIndex, type IndexChoice, incompleteCoverage } from "./index-choice.js";
 import { checkFilterWithLance } from "./lance/filters.js";
 import type { Writer } from "./manifest.js";
+import { planReason } from "./plan-reason.js";
 import type { Coverage, ValidSearchRequest } from "./request.js";
 import type { Runtime } from "./runtime.js";
 import {
+  cachedPerFileByte,
   DEFAULT_NPROBES,
   type ExecutionProfile,
   type Split,
@@ -43,6 +45,10 @@ export interface SearchPlan {
   /** Query ranges `[start, end)`; every group is searched once per chunk. */
   readonly chunks: readonly (readonly [number, number])[];
   readonly estimatedMs: number;
+  /** Why the plan has this shape, in words (see shared/plan-reason.ts). */
+  readonly reason: string;
+  /** Every plan the cost model weighed. */
+  readonly considered: Split["considered"];
   /** Live rows left out (coverage "indexed-only"); 0 when the answer covers every row. */
   readonly unsearchedRows: number;
   /** Where index candidates get exact distances, if anywhere (see {@link refinePlacement}). */
@@ -128,6 +134,15 @@ export async function plan(
     groups: [...split.groups.map((g) => ({ ...g, kind: units.kind })), ...units.flat],
     chunks: split.chunks,
     estimatedMs: split.estimatedMs,
+    reason: planReason(split, {
+      requested: request.strategy ?? "auto",
+      kind: units.kind,
+      cachedPerFileByte: cachedPerFileByte(index.type),
+      units: units.kind === "index" ? index.segmentCount : units.count,
+      queries: request.queries.length,
+      profile,
+    }),
+    considered: split.considered,
     unsearchedRows: coverage === "indexed-only" ? unindexedRows : 0,
     refine,
     limits: limitsOf(request, refine),
@@ -159,6 +174,7 @@ export function splitPlan(
     // `select` columns or a flat group beside the index groups: the merge function runs anyway.
     mergeInvoked: (request.select?.length ?? 0) > 0 || units.flat.length > 0,
     refines: request.refineFactor !== undefined || units.flat.length > 0,
+    cachedPerFileByte: cachedPerFileByte(index.type),
     ...where,
   });
   return { units, split };

@@ -33,7 +33,7 @@ export type DistanceType = (typeof DISTANCE_TYPES)[number];
 export const COVERAGE_MODES = ["require", "fallback", "indexed-only"] as const;
 export type Coverage = (typeof COVERAGE_MODES)[number];
 
-/** How the work is split into tasks: by segment group, by query chunk, or both. */
+/** How the work is split into tasks: by group (of index segments), by query chunk, or both. */
 export const STRATEGIES = ["auto", "single", "segments", "queries", "hybrid"] as const;
 export type Strategy = (typeof STRATEGIES)[number];
 

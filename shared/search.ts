@@ -49,6 +49,15 @@ export interface PlanResponse {
     readonly estimatedMs: number;
     /** Where index candidates get exact distances: in each index task, once in the merge, or nowhere. */
     readonly refine: Refine["where"] | "none";
+    /** Why the plan has this shape, in words: index bytes against the cache, segments, estimates. */
+    readonly reason: string;
+    /** Every plan the cost model weighed, with its estimate. */
+    readonly considered: readonly {
+      readonly strategy: SearchPlan["strategy"];
+      readonly groups: number;
+      readonly queryChunks: number;
+      readonly estimatedMs: number;
+    }[];
     readonly groups: readonly {
       readonly kind: "index" | "flat";
       readonly segments: readonly string[];
@@ -72,7 +81,7 @@ export interface SearchResponse extends PlanResponse {
 }
 
 /**
- * Searches a Lance dataset with one task per segment group (and query chunk) and merges the
+ * Searches a Lance dataset with one task per group (and query chunk) and merges the
  * global top-k. The request is validated and its vectors copied before this returns its promise.
  * With `explain: true` it answers the plan only.
  * @example
@@ -213,6 +222,13 @@ function describePlan(searchPlan: SearchPlan): PlanResponse {
       queryChunks: chunks.length,
       estimatedMs: Math.round(searchPlan.estimatedMs * 100) / 100,
       refine: searchPlan.refine?.where ?? "none",
+      reason: searchPlan.reason,
+      considered: searchPlan.considered.map((x) => ({
+        strategy: x.strategy,
+        groups: x.groups,
+        queryChunks: x.chunks,
+        estimatedMs: Math.round(x.estimatedMs * 100) / 100,
+      })),
       groups: groups.map((g) => ({
         kind: g.kind,
         segments: g.segments,

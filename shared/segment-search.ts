@@ -113,8 +113,8 @@ async function searchView(
   }
   const candidates = await lanceCandidates(task, view, queries);
   // After the search, so a cold search does not compete with loading the view's index. A frozen
-  // process would leave the load stalled and make its next task wait for it instead (measured in
-  // docs/architecture.md): there, this task finishes it before answering.
+  // process would leave the load stalled and make its next task wait for it instead (measured:
+  // bench/results/experiments/README.md): there, this task finishes it before answering.
   const prewarm = runtime.views.prewarm(view);
   if (runtime.config.frozenWhenIdle) await prewarm;
   await runtime.views.trim();

@@ -1,5 +1,5 @@
 /**
- * How a search is split into tasks: segment groups (G) x query chunks (C). `auto` picks the
+ * How a search is split into tasks: groups (G) x query chunks (C). `auto` picks the
  * split with the lowest estimated latency from a small cost model whose constants the benchmark
  * measures (`shared/calibration.json`, `npm run bench -- --calibrate`).
  * @module
@@ -49,6 +49,14 @@ export interface CostModel {
 
 export const COST_MODEL: CostModel = calibration;
 
+/** One plan the cost model weighed: its shape and estimate. */
+export interface ConsideredSplit {
+  readonly strategy: Exclude<Strategy, "auto">;
+  readonly groups: number;
+  readonly chunks: number;
+  readonly estimatedMs: number;
+}
+
 export interface Split {
   readonly strategy: Exclude<Strategy, "auto">;
   readonly groups: readonly Group[];
@@ -62,6 +70,8 @@ export interface Split {
    * estimated faster. False when nothing is refined.
    */
   readonly refineInMerge: boolean;
+  /** Every plan weighed (one for a fixed strategy), each at its best refine placement. */
+  readonly considered: readonly ConsideredSplit[];
 }
 
 export interface SplitInput {
@@ -94,8 +104,23 @@ export interface SplitInput {
    */
   readonly storage: "s3" | "local";
   readonly profile: ExecutionProfile;
+  /** Bytes the index takes in a cache per byte of its files (see {@link cachedPerFileByte}). @default 1 */
+  readonly cachedPerFileByte?: number;
   readonly model?: CostModel;
 }
+
+/**
+ * What an index of lancedb type `type` takes in a segment-search's cache per byte of its files,
+ * as the cache is accounted (lancedb's `sizeBytes`): a PQ index's cached partitions are weighed
+ * with their codebook again (docs/architecture.md, "Prewarm and the caches"), so it takes more
+ * than its files (bisected by bench/probes/cache-fit.ts on the demo's IVF_PQ index, the upper
+ * end taken); other types as their files. Unknown types count as their files.
+ */
+export function cachedPerFileByte(type: string | null): number {
+  return type !== null && /Pq$/.test(type) ? PQ_CACHED_PER_FILE_BYTE : 1;
+}
+
+const PQ_CACHED_PER_FILE_BYTE = 1.8;
 
 /** lancedb's `nprobes` when a request sets none (its query.d.ts: "The default value is 20"). */
 export const DEFAULT_NPROBES = 20;
@@ -147,20 +172,26 @@ export function splitWork(input: SplitInput): Split {
   // unrefined group of a batch searched 1.2-1.5x slower than two on synth-many (in-process and
   // through the local stack, run 2026-12-07T07-08-04), which the model cannot tell apart.
   const oneGroupRefines = maxG > 1 ? [false] : [false, true];
-  let best: Split | undefined;
+  let best: Omit<Split, "considered"> | undefined;
+  const considered: ConsideredSplit[] = [];
   for (const { strategy, g, c } of candidates) {
     const groups = input.group(g);
     const chunks = chunkRanges(input.queries, c);
     const placements = !input.refines ? [false] : groups.length > 1 ? [true] : oneGroupRefines;
-    for (const refineInMerge of placements) {
+    const estimates = placements.map((refineInMerge) => {
       const estimatedMs = estimate(groups, chunks, refineInMerge, input, model);
       if (!best || estimatedMs < best.estimatedMs - 1e-9) {
         best = { strategy, groups, chunks, estimatedMs, refineInMerge };
       }
+      return estimatedMs;
+    });
+    const shape = { groups: groups.length, chunks: chunks.length };
+    if (!considered.some((x) => x.groups === shape.groups && x.chunks === shape.chunks)) {
+      considered.push({ strategy, ...shape, estimatedMs: Math.min(...estimates) });
     }
   }
   if (!best) throw new Error("no split to choose from");
-  return best;
+  return { ...best, considered };
 }
 
 /** Planner-side cost of dispatching one task and handling its answer, in ms. */
@@ -182,7 +213,7 @@ function estimate(
 ): number {
   const scale = input.dimension / model.referenceDimension;
   const chunk = Math.max(...chunks.map(([a, b]) => b - a));
-  const missed = missedShare(groups, input.profile);
+  const missed = missedShare(groups, input.profile, input.cachedPerFileByte ?? 1);
   const taskRefines = input.refines && !mergeRefines;
   const taskRefine = taskRefines ? model.taskRefinePerCandidateMs : 0;
   const taskRefineReadMs = taskRefines && input.storage === "s3" ? model.storageRoundTripMs : 0;
@@ -220,11 +251,12 @@ function estimate(
 function missedShare(
   groups: readonly Group[],
   profile: Pick<ExecutionProfile, "indexCacheBytes" | "slots">,
+  cachedPerFileByte: number,
 ): (group: number) => number {
   const slots = Math.max(1, profile.slots);
   const held = new Array<number>(slots).fill(0);
   groups.forEach((g, i) => {
-    held[i % slots] = (held[i % slots] ?? 0) + (g.indexBytes ?? 0);
+    held[i % slots] = (held[i % slots] ?? 0) + (g.indexBytes ?? 0) * cachedPerFileByte;
   });
   const cache = profile.indexCacheBytes;
   return (group) => {

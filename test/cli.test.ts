@@ -3,10 +3,10 @@
  * process of the built bin, against a local dataset and a local stack on free ports; results are
  * compared with native lancedb.
  *
- * `npx fanout` in this repository runs the package's own `bin`, `dist/cli/fanout.js` (npm's
- * exec finds the bin in the local package.json and links the package into its cache). The tests
- * run that file with node, after building it, so they test what `npx fanout` runs and never a
- * stale build.
+ * `npx fanout` in this repository runs the `lance-fanout-cli` workspace's bin,
+ * `packages/cli/dist/cli/fanout.js`, which imports the `lance-fanout` workspace's build. The tests
+ * run that file with node, after building both packages, so they test what `npx fanout` runs and
+ * never a stale build.
  */
 import { execFile, spawn } from "node:child_process";
 import { mkdir, mkdtemp, readFile } from "node:fs/promises";
@@ -26,7 +26,7 @@ import { random } from "./support/fixtures.js";
 const arrow = createRequire(import.meta.url)("apache-arrow") as typeof import("apache-arrow");
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const BIN = join(ROOT, "dist", "cli", "fanout.js");
+const BIN = join(ROOT, "packages", "cli", "dist", "cli", "fanout.js");
 const DIMENSION = 16;
 
 let work: string;
@@ -39,9 +39,11 @@ let stackPorts: Record<string, string>;
 
 beforeAll(async () => {
   await promisify(execFile)(process.execPath, [
-    join(ROOT, "node_modules", "typescript", "bin", "tsc"),
-    "-p",
-    join(ROOT, "tsconfig.build.json"),
+    "--import",
+    "tsx",
+    join(ROOT, "scripts", "build-packages.ts"),
+    "lance-fanout",
+    "lance-fanout-cli",
   ]);
   work = await mkdtemp(join(tmpdir(), "fanout-cli-"));
   stack = await startStack({ dataDir: join(work, ".data"), apiPort: 0, s3Port: 0, lambdaPort: 0 });
@@ -160,7 +162,7 @@ function expectSameHits(got: readonly Hit[], want: readonly Hit[]) {
 function printedTable(stdout: string): Record<string, string>[] {
   const [, header = "", ...lines] = stdout.split("\n");
   const names = header.split(/\s+/).filter(Boolean);
-  const body = lines.filter((line) => line.trim() && !line.startsWith("balance"));
+  const body = lines.filter((line) => line.trim() && !/^(balance|why)\b/.test(line));
   for (const line of body) expect(line).not.toMatch(/[│┌└']/);
   return body.map((line) => {
     const cells = line.trim().split(/\s+/);
@@ -202,7 +204,7 @@ describe("the README's fanout examples, as written", () => {
   });
 
   test("plan on a local path, without a query, shows the plan of the dataset's column", async () => {
-    const stdout = await succeeds(await example("plan"));
+    const stdout = await succeeds(await example("plan --dataset"));
     const segments = (await items.listIndices())[0]?.numSegments;
     const rows = await items.countRows();
     expect(stdout).toContain(
@@ -212,6 +214,19 @@ describe("the README's fanout examples, as written", () => {
     const groups = printedTable(stdout);
     expect(groups.reduce((sum, g) => sum + Number(g.rows), 0)).toBe(await items.countRows());
     expect(stdout).toMatch(/balance \(max cost \/ mean cost\): \d+\.\d\d/);
+    expect(stdout).toMatch(
+      /^why: \d+ (task|groups).*, est\. [\d.,]+ ms: the lowest estimate of the \d+ plans auto weighed\. The index is /m,
+    );
+  });
+
+  test("plan --via http shows the plan the stack's planner makes, and why", async () => {
+    const stdout = await succeeds(await example("plan --via http"), stackPorts);
+    const why = /^why: (.*)$/m.exec(stdout)?.[1] ?? "";
+    // The stack's planner weighs its own slots and cache, which this process does not know.
+    expect(why).toMatch(/a segment-search environment caches 1024 MiB, over 1 slot\./);
+    expect(why).toMatch(/Other plans: .* est\. [\d.,]+ ms/);
+    const [first] = printedTable(stdout);
+    expect(first?.kind).toBe("index");
   });
 
   test("search --via local on a local path prints the same top 10 as native lancedb", async () => {

@@ -3,14 +3,19 @@
  * until the demo dataset is ready and the printed example search has run, then 200; a second
  * start on the same data directory reuses the finished demo.
  */
-import { mkdtemp } from "node:fs/promises";
+import { execFile } from "node:child_process";
+import { mkdtemp, readFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
 import { exampleSearch, prepareDemo } from "../local/demo-stack.js";
 import { type Stack, startStack } from "../local/stack.js";
 import type { SearchResponse } from "../shared/search.js";
 import { expectValid } from "./support/openapi.js";
+import { readmeBlocks } from "./support/readme.js";
+
+const run = promisify(execFile);
 
 const DEMO = { rows: 5_000, segments: 3 };
 
@@ -33,6 +38,41 @@ function start(dataDir: string, userEnv: NodeJS.ProcessEnv = {}): Promise<Stack>
     starting: "starting the local stack",
     userEnv,
   });
+}
+
+/**
+ * The README's shell commands for the local stack, as written but for the ports (this stack's
+ * are free ones): health, the AWS CLI on the local S3 and a direct invoke with its log tail.
+ * AWS CLI v2 gets the flag the README tells it to add.
+ */
+async function readmeShellCommands(stack: Stack): Promise<void> {
+  const ports: Record<string, string> = {
+    "3000": new URL(stack.api.url).port,
+    "4569": new URL(stack.s3.endpoint).port,
+    "9001": new URL(stack.lambda.endpoint).port,
+  };
+  const { stdout: version } = await run("aws", ["--version"]);
+  const v2 = /aws-cli\/2/.test(version);
+  const script = readmeBlocks("## The local stack (`npm start`)", "sh")
+    .join("\n")
+    .replace(/127\.0\.0\.1:(3000|4569|9001)/g, (_, port: string) => `127.0.0.1:${ports[port]}`)
+    .replace(/answer\.json \|/, v2 ? "--cli-binary-format raw-in-base64-out answer.json |" : "$&");
+  const cwd = await mkdtemp(join(tmpdir(), "fanout-readme-"));
+  const { stdout } = await run("sh", ["-ec", script], { cwd, env: shellEnv() });
+  expect(stdout).toMatch(/PRE demo\.lance\//);
+  expect(stdout).toMatch(/_versions\/\d+\.manifest/);
+  expect(stdout).toMatch(/^START RequestId: [\s\S]*^END RequestId: [\s\S]*^REPORT RequestId: /m);
+  const answer = JSON.parse(await readFile(join(cwd, "answer.json"), "utf8")) as SearchResponse;
+  expect(answer.results).toHaveLength(3);
+}
+
+/** A user's shell: no AWS settings of this process, none of the repository's variables. */
+function shellEnv(): NodeJS.ProcessEnv {
+  const own = /^(AWS_|LANCE_FANOUT_|npm_)/;
+  return {
+    ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !own.test(key))),
+    AWS_EC2_METADATA_DISABLED: "true",
+  };
 }
 
 describe("npm start's demo on the local stack", () => {
@@ -101,6 +141,7 @@ describe("npm start's demo on the local stack", () => {
       expect(((await outside.json()) as { error: { code: string } }).error.code).toBe(
         "FORBIDDEN_DATASET",
       );
+      await readmeShellCommands(second);
     } finally {
       await second.stop();
     }

@@ -4,11 +4,12 @@
 import { readdir } from "node:fs/promises";
 import * as lancedb from "@lancedb/lancedb";
 import { beforeAll, describe, expect, test } from "vitest";
+import { DEMO_STACK } from "../local/demo-stack.js";
 import { groupSegments } from "../shared/grouping.js";
 import { inProcessInvoker } from "../shared/invoker.js";
 import type { Runtime } from "../shared/runtime.js";
 import { type SearchResponse, vectorSearch } from "../shared/search.js";
-import { COST_MODEL, chunkRanges, splitWork } from "../shared/strategy.js";
+import { COST_MODEL, cachedPerFileByte, chunkRanges, splitWork } from "../shared/strategy.js";
 import {
   type Dataset,
   DIMENSION,
@@ -270,6 +271,40 @@ describe("splitWork", () => {
       const oneSlot = splitWork({ ...eight, profile: cache(400 * MB, false) });
       expect(slotted.groups.length).toBe(8);
       expect(oneSlot.estimatedMs).toBeGreaterThan(2 * slotted.estimatedMs);
+    });
+
+    test("a PQ index takes more than its files in a cache: auto fans out before the files fill it", () => {
+      // 1.6 GB of files against 2 GB caches: as files they fit, as a PQ index in a cache not.
+      const files = splitWork({ ...one, profile: cache(2048 * MB, true) });
+      const pq = splitWork({
+        ...one,
+        cachedPerFileByte: cachedPerFileByte("IvfPq"),
+        profile: cache(2048 * MB, true),
+      });
+      expect(files.groups.length).toBe(1);
+      expect(pq.groups.length).toBeGreaterThan(1);
+      expect([cachedPerFileByte("IvfHnswPq"), cachedPerFileByte("IvfFlat")]).toEqual([
+        cachedPerFileByte("IvfPq"),
+        1,
+      ]);
+      expect(cachedPerFileByte(null)).toBe(1);
+    });
+
+    test("npm start's demo deployment fans its IVF_PQ index out over the slots; one slot would not", () => {
+      // The demo: 2.8 MiB of IVF_PQ files in 8 uneven segments, each environment caching 4 MiB.
+      const demo = segments.map((s, i) => ({ ...s, indexBytes: (2.8 * MB * (i + 1)) / 36 }));
+      const deployed = {
+        ...one,
+        group: (g: number) => groupSegments(demo, g),
+        cachedPerFileByte: cachedPerFileByte("IvfPq"),
+        storage: "s3" as const,
+      };
+      const local = { parallelism: 1, invokeMs: 3, indexCacheBytes: 4 * MB };
+      const slots = (n: number) => ({ ...lambda, ...local, slots: n });
+      const split = splitWork({ ...deployed, profile: slots(DEMO_STACK.segmentSearchSlots) });
+      expect(DEMO_STACK.indexCacheMb).toBe(4);
+      expect(split.groups.length).toBeGreaterThan(1);
+      expect(splitWork({ ...deployed, profile: slots(1) }).groups.length).toBe(1);
     });
 
     test("sizes the manifest does not record count as fitting", () => {

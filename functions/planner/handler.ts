@@ -1,6 +1,6 @@
 /**
  * The planner function: HTTP (API Gateway payload 2.0) or direct invoke. Plans the search,
- * invokes one segment-search per group and the merge (unless one task answers a query range
+ * invokes one segment-search per group and the merge (unless one task answers a query chunk
  * without `select`: see shared/search.ts), and answers the result or an error body. Prepare
  * events (a direct `{ prepare }`, a commit seen by EventBridge, a schedule) build a version's
  * views through segment-search before its first query (shared/prepare.ts).
