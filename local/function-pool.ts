@@ -81,6 +81,8 @@ interface Report {
   readonly peakBytes: number | undefined;
 }
 
+const DONE: Promise<void> = Promise.resolve();
+
 interface Waiter {
   /** Settles the wait: a worker is free for it, or it leaves the queue. */
   settle(result: "slot" | "timeout" | "stopping"): void;
@@ -137,10 +139,14 @@ export class FunctionPool {
       }
     }
     this.#invocations++;
+    // The slot is taken until the worker's post-invocation phase is over, after the answer.
+    let settled = DONE;
     try {
-      return { type: "done", outcome: await this.#run(id, event) };
+      const run = await this.#run(id, event);
+      settled = run.settled;
+      return { type: "done", outcome: run.outcome };
     } finally {
-      this.#release();
+      void settled.then(() => this.#release());
     }
   }
 
@@ -177,7 +183,7 @@ export class FunctionPool {
     });
   }
 
-  async #run(id: string, event: string): Promise<Outcome> {
+  async #run(id: string, event: string): Promise<{ outcome: Outcome; settled: Promise<void> }> {
     const started = performance.now();
     const output = new InvocationOutput();
     const warm = this.#idle.pop();
@@ -194,14 +200,51 @@ export class FunctionPool {
     // A peak between two looks of the watch: Lambda would have killed it then.
     if (ended.type !== "failed" && memory && memory.peak > this.#limitBytes) {
       await worker.kill("out-of-memory");
-      return this.#outcome(id, output, report, outOfMemory(id));
+      return { outcome: this.#outcome(id, output, report, outOfMemory(id)), settled: DONE };
     }
-    if (this.#live.has(worker)) {
-      // Lambda freezes an environment between invocations: nothing runs until the next one.
-      if (this.#settings.freeze) worker.freeze();
-      this.#idle.push(worker);
+    const settled = !this.#live.has(worker)
+      ? DONE
+      : worker.extensions > 0
+        ? this.#settle(worker, id, started)
+        : this.#rest(worker);
+    return { outcome: this.#outcome(id, output, report, ended), settled };
+  }
+
+  /**
+   * The post-invocation phase of a worker with extensions, after the answer: it runs until they
+   * wait for their next event (at most until the invocation's timeout, as on Lambda), then it
+   * rests.
+   */
+  async #settle(worker: WorkerProcess, id: string, started: number): Promise<void> {
+    const answered = performance.now();
+    const remaining = this.#settings.timeoutMs - (answered - started);
+    let timer: NodeJS.Timeout | undefined;
+    const phase = await Promise.race([
+      worker.idle.then(() => "idle" as const),
+      worker.exited.then(() => "exited" as const),
+      new Promise<"timeout">((resolve) => {
+        timer = setTimeout(resolve, Math.max(0, remaining), "timeout");
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (phase === "timeout") await worker.kill("timeout");
+    // Where a log is kept (npm start's functions.log), the phase and the billed time, as
+    // Lambda's report of an invocation with extensions says them.
+    if (this.#settings.output) {
+      const postMs = performance.now() - answered;
+      const billed = Math.ceil(performance.now() - started);
+      const status = phase === "idle" ? "" : `\tStatus: ${phase}`;
+      this.#settings.output.write(
+        `POSTINVOKE RequestId: ${id}\tPostRuntimeExtensionsDuration: ${postMs.toFixed(2)} ms\tBilled Duration: ${billed} ms${status}\n`,
+      );
     }
-    return this.#outcome(id, output, report, ended);
+    if (phase === "idle" && this.#live.has(worker)) this.#rest(worker);
+  }
+
+  /** Lambda freezes an environment between invocations: nothing runs until the next one. */
+  #rest(worker: WorkerProcess): Promise<void> {
+    if (this.#settings.freeze) worker.freeze();
+    this.#idle.push(worker);
+    return DONE;
   }
 
   async #runIn(

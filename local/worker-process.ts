@@ -78,6 +78,9 @@ export class WorkerProcess {
   /** Resolves once the process is gone, with Lambda's wording of why ("exit status 1"). */
   readonly exited: Promise<string>;
   #reply: ((reply: InvokeReply) => void) | undefined;
+  #idle: { readonly id: string; readonly resolve: () => void } | undefined;
+  #idlePromise: Promise<void> = Promise.resolve();
+  #extensions = 0;
   #killedFor: KillReason | undefined;
   #frozen = false;
   readonly #spawnedAt = performance.now();
@@ -119,7 +122,10 @@ export class WorkerProcess {
       child.on("message", (message: WorkerMessage) => {
         if (message.type === "ready") {
           this.#readyAt = performance.now();
+          this.#extensions = message.extensions;
           resolve();
+        } else if (message.type === "idle") {
+          if (this.#idle?.id === message.id) this.#idle.resolve();
         } else {
           this.#reply?.(message);
         }
@@ -158,6 +164,12 @@ export class WorkerProcess {
   async invoke(message: InvokeMessage, output: InvocationOutput): Promise<InvokeReply> {
     await this.ready;
     this.#thaw();
+    this.#idlePromise =
+      this.#extensions === 0
+        ? Promise.resolve()
+        : new Promise((resolve) => {
+            this.#idle = { id: message.id, resolve };
+          });
     const ends = Promise.all(this.#streams.map((s) => s.capture(endOfOutput(message.id), output)));
     const reply = await new Promise<InvokeReply>((resolve) => {
       this.#reply = resolve;
@@ -172,6 +184,19 @@ export class WorkerProcess {
     clearTimeout(grace);
     for (const stream of this.#streams) stream.release();
     return reply;
+  }
+
+  /** Extensions its handler registered in the init phase (Lambda's Extensions API). */
+  get extensions(): number {
+    return this.#extensions;
+  }
+
+  /**
+   * Resolves once the last invocation's post-invocation phase is over: its handler's extensions
+   * wait for their next event (at once without extensions). Never settles if the worker dies.
+   */
+  get idle(): Promise<void> {
+    return this.#idlePromise;
   }
 
   /** Stops the process (SIGSTOP), as Lambda freezes an idle execution environment. */

@@ -27,8 +27,15 @@ export type InvokeReply =
   | { readonly type: "result"; readonly id: string; readonly payload: string }
   | { readonly type: "error"; readonly id: string; readonly error: LambdaError };
 
-/** Worker → parent. */
-export type WorkerMessage = { readonly type: "ready" } | InvokeReply;
+/**
+ * Worker → parent: `ready` once the init phase is over, with the number of extensions the
+ * handler registered in it; an invocation's reply, then, with extensions, `idle` once its
+ * post-invocation phase is over (they wait for their next event).
+ */
+export type WorkerMessage =
+  | { readonly type: "ready"; readonly extensions: number }
+  | { readonly type: "idle"; readonly id: string }
+  | InvokeReply;
 
 /**
  * Written by the worker to stdout and to stderr once invocation `id` has finished, before its

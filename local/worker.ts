@@ -4,10 +4,13 @@
  *
  * Like a Lambda environment it serves one invocation at a time and keeps module state between
  * invocations. The handler module is imported on the first invocation (the cold start), so an
- * import failure is reported as that invocation's error, as Lambda reports init errors.
+ * import failure is reported as that invocation's error, as Lambda reports init errors. It serves
+ * the handler the Extensions API (`local/extensions-api.ts`): after each answer it reports the
+ * invocation `idle` only once the handler's extensions ask for their next event.
  * @module
  */
 import { pathToFileURL } from "node:url";
+import { startExtensionsApi } from "./extensions-api.js";
 import {
   endOfOutput,
   type InvokeMessage,
@@ -33,11 +36,18 @@ if (!modulePath || !send) {
 }
 const functionName = process.env.AWS_LAMBDA_FUNCTION_NAME ?? "";
 let handler: Promise<Handler> | undefined;
+const extensions = await startExtensionsApi(functionName);
+process.env.AWS_LAMBDA_RUNTIME_API = extensions.address;
 
 process.on("message", (message: InvokeMessage) => {
+  extensions.invoke(message.id, message.deadline);
   void invoke(message, modulePath).then(async (reply) => {
     await markEndOfOutput(message.id);
     send(reply);
+    if (extensions.registered === 0) return;
+    // The post-invocation phase: the extensions finish what the handler left them.
+    await extensions.settled();
+    send({ type: "idle", id: message.id } satisfies WorkerMessage);
   });
 });
 // Never outlive the service: if the parent dies without killing us, the IPC channel closes. A
@@ -45,12 +55,14 @@ process.on("message", (message: InvokeMessage) => {
 process.on("disconnect", () => process.exit(0));
 // Like Lambda's init phase: import the handler before the first invocation, outside its timeout.
 // A failed import is reported by the first invocation. Messages that arrive before the listener
-// above exists are lost, so the parent waits for this.
+// above exists are lost, so the parent waits for this. The init phase ends once the extensions
+// the handler registered wait for their first event.
 handler = loadHandler(modulePath);
-handler.then(
-  () => send({ type: "ready" } satisfies WorkerMessage),
-  () => send({ type: "ready" } satisfies WorkerMessage),
-);
+const initialized = () =>
+  extensions
+    .settled()
+    .then(() => send({ type: "ready", extensions: extensions.registered } satisfies WorkerMessage));
+handler.then(initialized, initialized);
 
 async function invoke(message: InvokeMessage, path: string): Promise<InvokeReply> {
   const { id, event, deadline } = message;

@@ -19,6 +19,12 @@ export interface Runtime {
   readonly views: ViewCache;
   /** Parses and authorises a dataset URI against this runtime's configuration. */
   resolveDataset(dataset: string): DatasetLocation;
+  /**
+   * Keeps `work` running after the answer, and this environment from its next task until it
+   * settles (on Lambda, an extension: functions/common/extension.ts). Absent, a task that must
+   * finish work before a freeze awaits it before answering.
+   */
+  readonly afterAnswer?: (work: Promise<unknown>) => void;
 }
 
 export function createRuntime(config: FanoutConfig = loadConfig()): Runtime {

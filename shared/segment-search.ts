@@ -114,10 +114,15 @@ async function searchView(
   const candidates = await lanceCandidates(task, view, queries);
   // After the search, so a cold search does not compete with loading the view's index. A frozen
   // process would leave the load stalled and make its next task wait for it instead (measured:
-  // bench/results/experiments/README.md): there, this task finishes it before answering.
+  // bench/results/experiments/README.md). So the load, and the trim after it, run after the
+  // answer where the environment can (afterAnswer); a frozen one without finishes it first.
   const prewarm = runtime.views.prewarm(view);
-  if (runtime.config.frozenWhenIdle) await prewarm;
-  await runtime.views.trim();
+  if (runtime.afterAnswer) {
+    runtime.afterAnswer(prewarm.then(() => runtime.views.trim()));
+  } else {
+    if (runtime.config.frozenWhenIdle) await prewarm;
+    await runtime.views.trim();
+  }
   return {
     group: task.group,
     chunk: task.chunk,

@@ -100,6 +100,7 @@ describe("local Lambda service", () => {
         { name: "large", module: handler("large") },
         { name: "hog", module: handler("memory"), concurrency: 1, memorySize: 160 },
         { name: "ticker", module: handler("ticker"), concurrency: 1 },
+        { name: "after", module: handler("after-answer"), concurrency: 1 },
         { name: "log", module: handler("log"), memorySize: 512 },
       ],
     });
@@ -321,6 +322,20 @@ describe("local Lambda service", () => {
     expect(second.body.ticks - first.body.ticks).toBeLessThanOrEqual(3);
     await until(() => processState(pid) === "T");
     expect(lambda.freeze).toBe(true);
+  });
+
+  it("answers before an extension's held work ends; the worker's next invoke waits for it", async () => {
+    const started = performance.now();
+    const first = await invoke("after", { id: "first", ms: 600 });
+    const answeredMs = performance.now() - started;
+    expect(first.body).toMatchObject({ extension: true, finishedBefore: [] });
+    // Answered before the held work, which the worker finished before its next invocation
+    // (concurrency 1: the same worker, not frozen meanwhile).
+    expect(answeredMs).toBeLessThan(500);
+    const second = await invoke("after", { id: "second", ms: 0 });
+    expect(performance.now() - started).toBeGreaterThanOrEqual(600);
+    expect(second.body).toMatchObject({ pid: first.body.pid, finishedBefore: ["first"] });
+    if (PROC) await until(() => processState(first.body.pid as number) === "T");
   });
 
   it("reports a thrown error as an Unhandled function error", async () => {
@@ -623,7 +638,10 @@ describe("function logs", () => {
       },
     });
     const service = await startLocalLambda({
-      functions: [{ name: "log", module: handler("log") }],
+      functions: [
+        { name: "log", module: handler("log") },
+        { name: "after", module: handler("after-answer") },
+      ],
       output,
     });
     try {
@@ -635,9 +653,20 @@ describe("function logs", () => {
       const out = await client.send(
         new InvokeCommand({ FunctionName: "log", Payload: "{}", LogType: "Tail" }),
       );
+      const held = await client.send(
+        new InvokeCommand({ FunctionName: "after", Payload: '{"id":"held","ms":200}' }),
+      );
       client.destroy();
       expect(Buffer.from(out.LogResult ?? "", "base64").toString()).toContain("stdout line 0");
       await vi.waitFor(() => expect(text.join("")).toMatch(/stdout line 0[\s\S]*stderr line/));
+      // An invocation with an extension: its post-invocation phase and billed time, after it.
+      const post = new RegExp(
+        `^POSTINVOKE RequestId: ${held.$metadata.requestId}\tPostRuntimeExtensionsDuration: (\\d+\\.\\d+) ms\tBilled Duration: \\d+ ms$`,
+        "m",
+      );
+      await vi.waitFor(() => expect(text.join("")).toMatch(post));
+      expect(Number(post.exec(text.join(""))?.[1])).toBeGreaterThanOrEqual(150);
+      expect(text.join("")).not.toMatch(/^POSTINVOKE[^\n]*\n[\s\S]*^POSTINVOKE/m);
     } finally {
       await service.stop();
     }

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { InvokeCommand, type LambdaClient } from "@aws-sdk/client-lambda";
 import { tableFromIPC } from "apache-arrow";
 import fc from "fast-check";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { afterAll, beforeAll, describe, expect, test, vi } from "vitest";
 import { FUNCTION_DEFAULTS } from "../functions/defaults.js";
 import { isAlive } from "../local/loopback.js";
 import { FUNCTIONS, type Stack } from "../local/stack.js";
@@ -114,7 +114,7 @@ describe("the local stack", () => {
     expect(after.json.results).toEqual(expected.json.results);
   });
 
-  test("a task answers with its view's index loaded: a frozen worker does no work after answering", async () => {
+  test("a task answers first; its worker loads the view's index before it is frozen and before its next task", async () => {
     // A dataset of its own: no worker has a view of it yet.
     const fresh = await makeDataset({
       db: { uri: `s3://${stack.bucket}/prewarm`, storageOptions: stack.s3.storageOptions() },
@@ -122,8 +122,12 @@ describe("the local stack", () => {
     });
     const search = (nprobes: number) =>
       httpSearch({ dataset: fresh.uri, query: q0, k: 10, nprobes, strategy: "single" });
-    // One partition probed: the search itself reads little of the index; the prewarm all of it.
+    // One partition probed: the search itself reads little of the index; the prewarm all of it,
+    // after the answer, in the worker's post-invocation phase (which keeps it busy).
     expect((await search(1)).status).toBe(200);
+    await vi.waitFor(() => expect(stack.lambda.stats()[FUNCTIONS.segmentSearch]?.busy).toBe(0), {
+      timeout: 10_000,
+    });
     const indexFiles = new RegExp(`^/${stack.bucket}/prewarm/items\\.lance/_indices/`);
     stack.s3.injectFault({ keys: indexFiles, status: 500 });
     try {

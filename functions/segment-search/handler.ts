@@ -2,7 +2,8 @@
  * The segment-search function: one task, one lancedb search over the group's segment view; or,
  * for `fanout prepare`, one view built and loaded before a query needs it, or a typical query's
  * views loaded in this environment. Answers the task's candidates (or what preparing did), or
- * an error body for a failure it understands.
+ * an error body for a failure it understands. A search answers first and loads its view's index
+ * after, through an internal Lambda extension registered at init (functions/common/extension.ts).
  */
 import { setTimeout } from "node:timers/promises";
 import { defaultRuntime } from "../../shared/runtime.js";
@@ -16,6 +17,9 @@ import {
   warmTaskSchema,
 } from "../../shared/tasks.js";
 import { answer, type Parsed } from "../common/answer.js";
+import { registerAfterAnswer } from "../common/extension.js";
+
+const afterAnswer = await registerAfterAnswer("lance-fanout-after-answer");
 
 /**
  * How long a warm task keeps this environment busy at least. Prepare sends its warm tasks at
@@ -34,8 +38,10 @@ function parseTask(event: unknown): Parsed<Task> {
   return segmentTaskSchema.safeParse(event);
 }
 
-export function handler(event: unknown) {
-  const runtime = defaultRuntime();
+async function run(event: unknown) {
+  const runtime = afterAnswer
+    ? { ...defaultRuntime(), afterAnswer: (work: Promise<unknown>) => afterAnswer.hold(work) }
+    : defaultRuntime();
   return answer(
     "segment-search",
     parseTask(event),
@@ -55,3 +61,5 @@ export function handler(event: unknown) {
     }),
   );
 }
+
+export const handler = afterAnswer ? afterAnswer.wrap(run) : run;
