@@ -48,9 +48,13 @@ export const CONTEXT_KEYS = {
     "segment-search reserved concurrency (default planner's x (maxTasks + 1)), split over the slots",
   segmentSearchSlots:
     "segment-search functions; group g's tasks go to slot g mod n, keeping each slot's indexes hot (default 1)",
+  "segmentSearch.provisionedConcurrency":
+    "segment-search environments kept initialised per slot (provisioned concurrency; default none)",
   "merge.memoryMb": "merge memory (default 1024)",
   "merge.timeoutSeconds": "merge timeout (default: the planner's less 1 s)",
   "merge.reservedConcurrency": "merge reserved concurrency (default: the planner's)",
+  "merge.provisionedConcurrency":
+    "merge environments kept initialised (provisioned concurrency; default none)",
   "gc.memoryMb": "gc memory (default 1024)",
   "gc.timeoutSeconds": "gc timeout (default 300)",
   "gc.reservedConcurrency": "gc reserved concurrency (default 1)",
@@ -108,9 +112,15 @@ export function settingsFromContext(
     architecture: architecture(optionalString(get, "architecture")),
     runtime: runtime(optionalString(get, "runtime")),
     planner: functionSettings(get, "planner"),
-    segmentSearch: functionSettings(get, "segmentSearch"),
+    segmentSearch: {
+      ...functionSettings(get, "segmentSearch"),
+      provisionedConcurrency: optionalInt(get, "segmentSearch.provisionedConcurrency"),
+    },
     segmentSearchSlots: optionalInt(get, "segmentSearchSlots"),
-    merge: functionSettings(get, "merge"),
+    merge: {
+      ...functionSettings(get, "merge"),
+      provisionedConcurrency: optionalInt(get, "merge.provisionedConcurrency"),
+    },
     gc: functionSettings(get, "gc"),
     maxTasks: optionalInt(get, "maxTasks"),
     reserveConcurrency: optionalBool(get, "reserveConcurrency"),

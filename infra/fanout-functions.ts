@@ -8,7 +8,13 @@
 import { resolve } from "node:path";
 import { Duration, RemovalPolicy, Validations } from "aws-cdk-lib";
 import { PolicyStatement, Role, ServicePrincipal } from "aws-cdk-lib/aws-iam";
-import { Architecture, LoggingFormat, Runtime } from "aws-cdk-lib/aws-lambda";
+import {
+  Alias,
+  Architecture,
+  type IFunction,
+  LoggingFormat,
+  Runtime,
+} from "aws-cdk-lib/aws-lambda";
 import { NodejsFunction } from "aws-cdk-lib/aws-lambda-nodejs";
 import { LogGroup, RetentionDays } from "aws-cdk-lib/aws-logs";
 import { Construct } from "constructs";
@@ -38,6 +44,13 @@ export interface FunctionSettings {
    * @default planner: `concurrentQueries`; segment-search: planner × (maxTasks + 1); merge: planner; gc: 1
    */
   readonly reservedConcurrency?: number;
+  /**
+   * Execution environments kept initialised (Lambda provisioned concurrency), for segment-search
+   * (per slot) and merge, the functions the planner invokes: an alias `live` on a published
+   * version holds them, and the planner invokes the alias. Billed while deployed
+   * (docs/deploy.md, "Cold starts"). @default none
+   */
+  readonly provisionedConcurrency?: number;
 }
 
 export interface FanoutFunctionsProps {
@@ -219,6 +232,14 @@ export class FanoutFunctions extends Construct {
         },
       });
     const reserved = reserve ? splitReservations(reservations, slots, settings) : undefined;
+    for (const key of ["segmentSearch", "merge"] as const) {
+      const provisioned = settings[key].provisionedConcurrency;
+      if (reserved && provisioned !== undefined && provisioned > reserved[key]) {
+        throw new TypeError(
+          `${key}.provisionedConcurrency (${provisioned}) is above its reserved concurrency (${reserved[key]}${key === "segmentSearch" ? " per slot" : ""}): Lambda refuses that. Lower it or raise ${key}.reservedConcurrency`,
+        );
+      }
+    }
     // Each slot gets its share of a prepare's warm invokes.
     if (reserved && Math.ceil(prepareEnvironments / slots) > reserved.segmentSearch) {
       throw new TypeError(
@@ -310,11 +331,25 @@ export class FanoutFunctions extends Construct {
       "planner",
       "lance-fanout: plans a search, fans out segment-search tasks, merges",
     );
+    // What the planner invokes: each function, or its provisioned alias.
+    const invoked = (key: "segmentSearch" | "merge", fn: NodejsFunction): IFunction => {
+      const provisioned = settings[key].provisionedConcurrency;
+      if (provisioned === undefined) return fn;
+      return new Alias(fn, "Live", {
+        aliasName: "live",
+        version: fn.currentVersion,
+        provisionedConcurrentExecutions: provisioned,
+      });
+    };
+    const searchTargets = searchSlots.map((fn) => invoked("segmentSearch", fn));
+    const mergeTarget = invoked("merge", merge.fn);
+    const nameOf = (target: IFunction) =>
+      target instanceof Alias ? target.functionArn : target.functionName;
     planner.fn.addEnvironment(
       "LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION",
-      searchSlots.map((fn) => fn.functionName).join(","),
+      searchTargets.map(nameOf).join(","),
     );
-    planner.fn.addEnvironment("LANCE_FANOUT_MERGE_FUNCTION", merge.fn.functionName);
+    planner.fn.addEnvironment("LANCE_FANOUT_MERGE_FUNCTION", nameOf(mergeTarget));
     planner.fn.addEnvironment("LANCE_FANOUT_MAX_TASKS", String(maxTasks));
     planner.fn.addEnvironment("LANCE_FANOUT_TIMEOUT_MS", String(queryTimeoutMs));
     planner.fn.addEnvironment("LANCE_FANOUT_COVERAGE", coverage);
@@ -328,7 +363,7 @@ export class FanoutFunctions extends Construct {
     planner.fn.addToRolePolicy(
       new PolicyStatement({
         actions: ["lambda:InvokeFunction"],
-        resources: [...searchSlots.map((fn) => fn.functionArn), merge.fn.functionArn],
+        resources: [...searchTargets, mergeTarget].map((target) => target.functionArn),
       }),
     );
 
@@ -369,6 +404,7 @@ interface Sizing {
   readonly memorySize: number;
   readonly timeout: Duration;
   readonly reservedConcurrency: number | undefined;
+  readonly provisionedConcurrency: number | undefined;
 }
 
 function sizing(
@@ -389,7 +425,21 @@ function sizing(
   }
   const reserved = settings?.reservedConcurrency;
   if (reserved !== undefined) positiveInt(`${name}.reservedConcurrency`, reserved, 10_000);
-  return { memorySize, timeout, reservedConcurrency: reserved };
+  const provisioned = settings?.provisionedConcurrency;
+  if (provisioned !== undefined) {
+    if (name !== "segmentSearch" && name !== "merge") {
+      throw new TypeError(
+        `${name}.provisionedConcurrency: only segmentSearch and merge (the functions the planner invokes) take provisioned concurrency`,
+      );
+    }
+    positiveInt(`${name}.provisionedConcurrency`, provisioned, 10_000);
+  }
+  return {
+    memorySize,
+    timeout,
+    reservedConcurrency: reserved,
+    provisionedConcurrency: provisioned,
+  };
 }
 
 /**

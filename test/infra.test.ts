@@ -960,6 +960,69 @@ describe("metrics", () => {
   });
 });
 
+describe("provisioned concurrency", () => {
+  test("none by default: the planner invokes the functions themselves", () => {
+    defaults.template.resourceCountIs("AWS::Lambda::Alias", 0);
+  });
+
+  test("per segment-search slot and for merge: a live alias each, which the planner invokes", () => {
+    const { stack, template } = synth({
+      segmentSearchSlots: 2,
+      segmentSearch: { provisionedConcurrency: 3 },
+      merge: { provisionedConcurrency: 1 },
+    });
+    const aliases = template.findResources("AWS::Lambda::Alias");
+    expect(Object.values(aliases).map((a) => a.Properties.ProvisionedConcurrencyConfig)).toEqual([
+      { ProvisionedConcurrentExecutions: 3 },
+      { ProvisionedConcurrentExecutions: 3 },
+      { ProvisionedConcurrentExecutions: 1 },
+    ]);
+    for (const alias of Object.values(aliases)) expect(alias.Properties.Name).toBe("live");
+    const { functions } = stack.fanout;
+    const ids = [...functions.segmentSearchSlots, functions.merge].map((fn) =>
+      logicalId(stack, fn.node.findChild("Live")),
+    );
+    const env =
+      template.toJSON().Resources[logicalId(stack, functions.planner)].Properties.Environment
+        .Variables;
+    expect(env.LANCE_FANOUT_SEGMENT_SEARCH_FUNCTION).toEqual({
+      "Fn::Join": ["", [{ Ref: ids[0] }, ",", { Ref: ids[1] }]],
+    });
+    expect(env.LANCE_FANOUT_MERGE_FUNCTION).toEqual({ Ref: ids[2] });
+    const invoke = statementsOf(stack, template, functions.planner).find(
+      (st) => st.Action === "lambda:InvokeFunction",
+    );
+    const refs = (asArray(invoke?.Resource) as { Ref: string }[]).map((r) => r.Ref);
+    expect(refs.sort()).toEqual([...ids].sort());
+  });
+
+  test.each([
+    [
+      { planner: { provisionedConcurrency: 1 } },
+      /planner.provisionedConcurrency: only segmentSearch and merge/,
+    ],
+    [
+      { segmentSearch: { provisionedConcurrency: 0 } },
+      /segmentSearch.provisionedConcurrency to be an integer/,
+    ],
+    [
+      { reserveConcurrency: true, merge: { provisionedConcurrency: 41 } },
+      /merge.provisionedConcurrency \(41\) is above its reserved concurrency \(40\)/,
+    ],
+  ] as [LanceFanoutStackProps, RegExp][])("refuses %j", (props, message) => {
+    expect(() => synth(props)).toThrow(message);
+  });
+
+  test("from context", () => {
+    const { props } = settingsFromContext(
+      { "segmentSearch.provisionedConcurrency": "2", "merge.provisionedConcurrency": "1" },
+      {},
+    );
+    expect(props.segmentSearch?.provisionedConcurrency).toBe(2);
+    expect(props.merge?.provisionedConcurrency).toBe(1);
+  });
+});
+
 describe("the LanceFanout construct in an app of one's own", () => {
   test("two in one stack of a user's app: each with its functions, API and grants; no outputs", () => {
     const app = new App({ context: { ...CDK_JSON.context, "aws:cdk:bundling-stacks": [] } });
