@@ -7,7 +7,9 @@
  * throttled.
  * @module
  */
+
 import { performance } from "node:perf_hooks";
+import { setTimeout as sleep } from "node:timers/promises";
 /** Lambda's limit on a synchronous invocation's request and response payloads. */
 import { MAX_PAYLOAD_BYTES } from "../shared/payload.js";
 import {
@@ -98,6 +100,7 @@ export class FunctionPool {
   #crashes = 0;
   #outOfMemory = 0;
   #stopping = false;
+  readonly #stalls: number[] = [];
   readonly #watch: NodeJS.Timeout;
 
   constructor(settings: PoolSettings) {
@@ -114,6 +117,14 @@ export class FunctionPool {
       crashes: this.#crashes,
       outOfMemory: this.#outOfMemory,
     };
+  }
+
+  /**
+   * Makes the next invocation a straggler: its environment waits `ms` before it starts it (a
+   * slow environment, for tests and the benchmark); later ones are not delayed.
+   */
+  stallNext(ms: number): void {
+    this.#stalls.push(ms);
   }
 
   pids(): number[] {
@@ -270,6 +281,9 @@ export class FunctionPool {
       };
     }
     const { timeoutMs } = this.#settings;
+    // An injected straggler: this environment is slow to start the invocation.
+    const stall = this.#stalls.shift();
+    if (stall !== undefined) await sleep(stall);
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([
       worker.invoke({ id, event, deadline: Date.now() + timeoutMs }, output),

@@ -100,6 +100,8 @@ export interface LocalLambda {
   stats(): Record<string, FunctionStats>;
   /** Pids of live worker processes, for tests. */
   workerPids(name: string): number[];
+  /** Makes the next invocation of `name` a straggler, `ms` slow to start (tests, benchmark). */
+  stallNext(name: string, ms: number): void;
   /** Kills every worker, waits for them to exit and closes the server. */
   stop(): Promise<void>;
 }
@@ -162,6 +164,11 @@ export async function startLocalLambda(options: LocalLambdaOptions): Promise<Loc
     freeze,
     stats: () => Object.fromEntries([...pools].map(([name, pool]) => [name, pool.stats()])),
     workerPids: (name) => pools.get(name)?.pids() ?? [],
+    stallNext: (name, ms) => {
+      const pool = pools.get(name);
+      if (!pool) throw new TypeError(`stallNext: no function ${name}`);
+      pool.stallNext(ms);
+    },
     stop() {
       stopped ??= (async () => {
         stopping = true;

@@ -35,6 +35,8 @@ export interface Invoker {
   prepareView(task: ViewTask): Promise<PreparedView>;
   /** Opens and loads a warm task's views in an environment of `slot` (default 0). */
   warmViews(task: WarmTask, slot?: number): Promise<Warmed>;
+  /** Tasks sent a second time because they were late (shared/hedge.ts), so far; none in-process. */
+  hedged?(): number;
 }
 
 /**

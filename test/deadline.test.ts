@@ -53,7 +53,13 @@ function invoker(maxTasks: number) {
   });
 }
 
-const task = { requestId: "r", group: 0 } as unknown as SegmentTask;
+const task = {
+  requestId: "r",
+  dataset: "s3://b/d.lance",
+  kind: "index",
+  group: 0,
+  queries: { count: 1 },
+} as unknown as SegmentTask;
 
 function reset(next: typeof behaviour) {
   behaviour = next;

@@ -140,6 +140,31 @@ describe("the local stack", () => {
     }
   });
 
+  test("a straggling task is sent again once the planner knows tasks alike: the query does not wait for it", async () => {
+    const fresh = await makeDataset({
+      db: { uri: `s3://${stack.bucket}/straggler`, storageOptions: stack.s3.storageOptions() },
+      rounds: [3000, 2000],
+    });
+    const search = () => httpSearch({ dataset: fresh.uri, query: q0, k: 10, strategy: "single" });
+    const expected = await search();
+    // Tasks alike, through the same warm planner: their times say when one is late.
+    for (let i = 0; i < 24; i++) expect((await search()).status).toBe(200);
+    const invocations = () => stack.lambda.stats()[FUNCTIONS.segmentSearch]?.invocations ?? 0;
+    const before = invocations();
+    stack.lambda.stallNext(FUNCTIONS.segmentSearch, 3_000);
+    const started = performance.now();
+    const answer = await search();
+    expect(performance.now() - started).toBeLessThan(1_500);
+    expect(answer.status).toBe(200);
+    expect(answer.json.results).toEqual(expected.json.results);
+    // The straggler and its hedge: one extra invoke.
+    expect(invocations() - before).toBe(2);
+    // The abandoned straggler still ends (and frees its worker for the next tests).
+    await vi.waitFor(() => expect(stack.lambda.stats()[FUNCTIONS.segmentSearch]?.busy).toBe(0), {
+      timeout: 15_000,
+    });
+  });
+
   test("prepare loads a typical query's views into every worker: no task of the next ones opens one", async () => {
     const fresh = await makeDataset({
       db: { uri: `s3://${stack.bucket}/everyworker`, storageOptions: stack.s3.storageOptions() },

@@ -7,6 +7,7 @@ import { InvokeCommand, LambdaClient, TooManyRequestsException } from "@aws-sdk/
 import pRetry from "p-retry";
 import { type FanoutConfig, type LambdaConfig, loadConfig } from "../../shared/config.js";
 import { FanoutError, fromErrorBody, isErrorBody } from "../../shared/errors.js";
+import { Hedger } from "../../shared/hedge.js";
 import type { Invoker } from "../../shared/invoker.js";
 import { MAX_PAYLOAD_BYTES } from "../../shared/payload.js";
 import type { ExecutionProfile } from "../../shared/strategy.js";
@@ -70,6 +71,7 @@ export function lambdaInvokerOf(config: FanoutConfig): Invoker {
     }));
   return {
     profile: lambdaProfile(lambda),
+    hedged: () => invoker?.hedged?.() ?? 0,
     searchSegments: (task, signal) => get().searchSegments(task, signal),
     merge: (input, signal) => get().merge(input, signal),
     prepareView: (task) => get().prepareView(task),
@@ -160,10 +162,19 @@ export function lambdaInvoker(options: LambdaInvokerOptions): Invoker {
   const slots = [options.segmentSearchFunction].flat();
   /** The function of slot `n` (a group's index, or a warm task's slot), wrapping around. */
   const slot = (n: number) => slots[n % slots.length] as string;
+  const hedger = new Hedger();
   return {
     profile: options.profile ?? { ...lambdaProfile(loadConfig().lambda), slots: slots.length },
+    hedged: () => hedger.hedged,
     searchSegments: async (task, signal) => {
-      const body = await invoke<unknown>(slot(task.group), task, "SEGMENT_SEARCH_FAILED", signal);
+      const fn = slot(task.group);
+      // Tasks alike: their times tell when one is late.
+      const key = `${task.dataset} ${task.kind} ${fn} ${Math.ceil(Math.log2(task.queries.count))}`;
+      const body = await hedger.run(
+        key,
+        (attempt) => invoke<unknown>(fn, task, "SEGMENT_SEARCH_FAILED", attempt),
+        signal,
+      );
       // Candidates are checked at the boundary: a malformed answer must not reach the merge.
       const parsed = taskCandidatesSchema.safeParse(body);
       if (!parsed.success) {

@@ -36,6 +36,7 @@ async function search(
 ): Promise<SearchResponse | PlanResponse> {
   invoker ??= lambdaInvokerOf(defaultRuntime().config);
   const started = performance.now();
+  const hedgedBefore = invoker.hedged?.() ?? 0;
   try {
     const response = await vectorSearch(request as SearchRequest, {
       invoker,
@@ -47,6 +48,8 @@ async function search(
       requestId,
       fn: "planner",
       tasks: response.plan.tasks,
+      // Tasks of this query sent again late (this environment runs one query at a time).
+      hedged: (invoker.hedged?.() ?? 0) - hedgedBefore,
       ms: performance.now() - started,
     });
     return response;
