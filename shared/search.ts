@@ -3,6 +3,7 @@
  * @module
  */
 import { randomUUID } from "node:crypto";
+import type { CpuPhases } from "./cpu-phases.js";
 import { FanoutError, toFanoutError } from "./errors.js";
 import { type Invoker, inProcessInvoker } from "./invoker.js";
 import { isMissingObject } from "./manifest-store.js";
@@ -25,6 +26,8 @@ export interface SearchOptions {
    * API Gateway allows: the search's deadline is the earlier of this and its `timeoutMs`.
    */
   readonly deadline?: number | undefined;
+  /** Marked with this process's CPU time at the end of each phase (the planner's log line). */
+  readonly cpu?: CpuPhases;
 }
 
 export interface PlanResponse {
@@ -105,6 +108,7 @@ export function vectorSearch(
   } catch (err) {
     return Promise.reject(err);
   }
+  options.cpu?.mark("parse");
   const runtime = options.runtime ?? defaultRuntime();
   const left = options.deadline === undefined ? Infinity : options.deadline - Date.now();
   const timeoutMs = Math.max(0, Math.min(valid.timeoutMs ?? runtime.config.timeoutMs, left));
@@ -139,22 +143,27 @@ async function execute(
 ): Promise<SearchResponse | PlanResponse> {
   const invoker = options.invoker ?? inProcessInvoker(runtime);
   const requestId = options.requestId ?? randomUUID();
+  const { cpu } = options;
   const searchPlan = await plan(request, runtime, invoker.profile);
   const described = describePlan(searchPlan);
+  cpu?.mark("plan");
   if (request.explain) return described;
   const { maxPayloadBytes } = invoker.profile;
   const tasks = tasksOf(searchPlan, request, requestId);
   if (Number.isFinite(maxPayloadBytes)) {
     for (const task of tasks) withinPayloadLimit(task, "a segment-search task", maxPayloadBytes);
   }
+  cpu?.mark("encode");
   const settled = await Promise.allSettled(tasks.map((t) => invoker.searchSegments(t, signal)));
   const candidates = collect(settled, tasks);
+  cpu?.mark("tasks");
   const merges = mergeInputs(searchPlan, request, requestId, candidates, maxPayloadBytes);
   const outputs = await Promise.all(
     merges.map((input) =>
       mergesHere(input) ? runMerge(input, runtime) : invoker.merge(input, signal),
     ),
   );
+  cpu?.mark("merge");
   const searched = new Map(candidates.filter((c) => c.chunk === 0).map((c) => [c.group, c]));
   return {
     ...described,

@@ -6,6 +6,7 @@
  * views through segment-search before its first query (shared/prepare.ts).
  */
 import { randomUUID } from "node:crypto";
+import { CpuPhases } from "../../shared/cpu-phases.js";
 import { toFanoutError } from "../../shared/errors.js";
 import type { Invoker } from "../../shared/invoker.js";
 import { type PrepareRequest, prepare } from "../../shared/prepare.js";
@@ -37,12 +38,14 @@ async function search(
   invoker ??= lambdaInvokerOf(defaultRuntime().config);
   const started = performance.now();
   const hedgedBefore = invoker.hedged?.() ?? 0;
+  const cpu = new CpuPhases();
   try {
     const response = await vectorSearch(request as SearchRequest, {
       invoker,
       requestId,
       runtime: defaultRuntime(),
       deadline,
+      cpu,
     });
     logEvent({
       requestId,
@@ -50,6 +53,8 @@ async function search(
       tasks: response.plan.tasks,
       // Tasks of this query sent again late (this environment runs one query at a time).
       hedged: (invoker.hedged?.() ?? 0) - hedgedBefore,
+      // This planner's CPU per phase: parse, plan, encode, tasks (invokes and their answers), merge.
+      cpuMs: cpu.report(),
       ms: performance.now() - started,
     });
     return response;
