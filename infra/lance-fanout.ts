@@ -64,7 +64,7 @@ export class LanceFanout extends Construct {
     const datasets = props.datasets.map((value) => parseDatasetPrefix(value));
     if (datasets.length === 0) {
       throw new TypeError(
-        "No dataset prefixes: the functions could read nothing. Give them with -c datasets=s3://bucket/prefix/ (comma-separated), e.g. -c datasets=s3://my-vectors/datasets/ (the datasets prop of LanceFanout)",
+        'No dataset prefixes: the functions could read nothing. Give them with -c datasets=s3://bucket/prefix/ (comma-separated), e.g. -c datasets=s3://my-vectors/datasets/ (this repository\'s app), or the datasets prop of LanceFanout, e.g. datasets: ["s3://my-vectors/datasets/"]',
       );
     }
     const throttle = resolveThrottle(props.throttle);

@@ -60,7 +60,7 @@ export function assertLancedbBuild(arch: AssetArch, projectRoot?: string): void 
   if (missing === undefined) return;
   const other = arch === "arm64" ? "x86_64 (the default)" : "arm64";
   throw new Error(
-    `${missing}. Deploy ${other}, or pin a @lancedb/lancedb release that has one and run npm install (README.md, "Versions")`,
+    `${missing}. Deploy ${other}, or use a lance-fanout release that pins a @lancedb/lancedb with one (in lance-fanout's repository: pin it and run npm install, README.md "Versions")`,
   );
 }
 

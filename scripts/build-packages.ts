@@ -44,6 +44,8 @@ function build(name: string): void {
   execFileSync(process.execPath, [tsc, "-p", join(dir, "tsconfig.json")], { stdio: "inherit" });
   if (name !== LIBRARY) importLibraryByName(dist, spec.folders);
   if (spec.nativeLock) copyNativeLock(dist);
+  // What a registry shows of a package: its README, and the license its package.json names.
+  for (const file of ["README.md", "LICENSE"]) cpSync(join(ROOT, file), join(dir, file));
 }
 
 /**
