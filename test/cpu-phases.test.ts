@@ -10,13 +10,14 @@ import { makeDataset, queries, testRuntime } from "./support/fixtures.js";
 describe("CpuPhases", () => {
   test("a phase gets the CPU used since the previous mark", () => {
     const cpu = new CpuPhases();
-    const until = performance.now() + 30;
-    while (performance.now() < until) Math.sqrt(Math.random());
+    // 20 ms of this process's CPU, however busy the machine is.
+    const start = process.cpuUsage();
+    while (process.cpuUsage(start).user < 20_000) Math.sqrt(Math.random());
     cpu.mark("plan");
     cpu.mark("encode");
     const report = cpu.report();
-    expect(report.plan).toBeGreaterThanOrEqual(15);
-    expect(report.encode).toBeLessThan(5);
+    expect(report.plan).toBeGreaterThanOrEqual(20);
+    expect(report.encode).toBeLessThan(report.plan ?? 0);
   });
 
   test("a search marks parse, plan, encode, tasks and merge; explain stops after plan", async () => {
