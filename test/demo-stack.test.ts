@@ -14,6 +14,7 @@ import { type Stack, startStack } from "../local/stack.js";
 import type { SearchResponse } from "../shared/search.js";
 import { expectValid } from "./support/openapi.js";
 import { readmeBlocks } from "./support/readme.js";
+import { userShellEnv } from "./support/user-shell.js";
 
 const run = promisify(execFile);
 
@@ -58,21 +59,12 @@ async function readmeShellCommands(stack: Stack): Promise<void> {
     .replace(/127\.0\.0\.1:(3000|4569|9001)/g, (_, port: string) => `127.0.0.1:${ports[port]}`)
     .replace(/answer\.json \|/, v2 ? "--cli-binary-format raw-in-base64-out answer.json |" : "$&");
   const cwd = await mkdtemp(join(tmpdir(), "fanout-readme-"));
-  const { stdout } = await run("sh", ["-ec", script], { cwd, env: shellEnv() });
+  const { stdout } = await run("sh", ["-ec", script], { cwd, env: userShellEnv() });
   expect(stdout).toMatch(/PRE demo\.lance\//);
   expect(stdout).toMatch(/_versions\/\d+\.manifest/);
   expect(stdout).toMatch(/^START RequestId: [\s\S]*^END RequestId: [\s\S]*^REPORT RequestId: /m);
   const answer = JSON.parse(await readFile(join(cwd, "answer.json"), "utf8")) as SearchResponse;
   expect(answer.results).toHaveLength(3);
-}
-
-/** A user's shell: no AWS settings of this process, none of the repository's variables. */
-function shellEnv(): NodeJS.ProcessEnv {
-  const own = /^(AWS_|LANCE_FANOUT_|npm_)/;
-  return {
-    ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !own.test(key))),
-    AWS_EC2_METADATA_DISABLED: "true",
-  };
 }
 
 describe("npm start's demo on the local stack", () => {

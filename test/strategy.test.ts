@@ -291,7 +291,7 @@ describe("splitWork", () => {
     });
 
     test("npm start's demo deployment fans its IVF_PQ index out over the slots; one slot would not", () => {
-      // The demo: 2.8 MiB of IVF_PQ files in 8 uneven segments, each environment caching 4 MiB.
+      // The demo: 2.8 MiB of IVF_PQ files in 8 uneven segments, with the demo deployment's caches.
       const demo = segments.map((s, i) => ({ ...s, indexBytes: (2.8 * MB * (i + 1)) / 36 }));
       const deployed = {
         ...one,
@@ -299,10 +299,9 @@ describe("splitWork", () => {
         cachedPerFileByte: cachedPerFileByte("IvfPq"),
         storage: "s3" as const,
       };
-      const local = { parallelism: 1, invokeMs: 3, indexCacheBytes: 4 * MB };
+      const local = { parallelism: 1, invokeMs: 3, indexCacheBytes: DEMO_STACK.indexCacheMb * MB };
       const slots = (n: number) => ({ ...lambda, ...local, slots: n });
       const split = splitWork({ ...deployed, profile: slots(DEMO_STACK.segmentSearchSlots) });
-      expect(DEMO_STACK.indexCacheMb).toBe(4);
       expect(split.groups.length).toBeGreaterThan(1);
       expect(splitWork({ ...deployed, profile: slots(1) }).groups.length).toBe(1);
     });

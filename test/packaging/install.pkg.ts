@@ -18,6 +18,7 @@ import { promisify } from "node:util";
 import { beforeAll, describe, expect, test } from "vitest";
 import { freePort } from "../../local/net.js";
 import { readmeBlocks } from "../support/readme.js";
+import { userShellEnv } from "../support/user-shell.js";
 
 const ROOT = resolve(fileURLToPath(import.meta.url), "../../..");
 const WORKSPACES = ["packages/lance-fanout", "packages/cli", "packages/cdk"];
@@ -39,11 +40,9 @@ beforeAll(async () => {
   const systemPath = (process.env.PATH ?? "")
     .split(delimiter)
     .filter((dir) => !dir.includes("node_modules"));
-  const own = /^(npm_|LANCE_FANOUT_|AWS_|VITEST|INIT_CWD$|NODE_OPTIONS$)/;
   env = {
-    ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !own.test(key))),
+    ...userShellEnv(),
     PATH: [dirname(process.execPath), ...systemPath].join(delimiter),
-    AWS_EC2_METADATA_DISABLED: "true",
     CDK_DISABLE_CLI_TELEMETRY: "true",
     npm_config_prefer_offline: "true",
     npm_config_audit: "false",
